@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install everything oncelog's demo and tests need, on a fresh Debian/Ubuntu machine.
+# Idempotent: a second run only checks. Used by `make setup` (and so by `make demo`/`make test`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+DEBIAN_PACKAGES=(kcat)   # kcat: one of the four real clients the integration tests use
+
+missing=()
+for package in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv with $($PYTHON --version)"
+    "$PYTHON" -m venv .venv
+fi
+echo "setup: installing oncelog and its pinned dependencies into .venv"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+touch .venv/.installed

@@ -1,0 +1,107 @@
+"""The broker process: owns the state holders and runs the listener and background tasks.
+
+``Broker.run()`` opens the data directory (locked against a second broker), loads topics,
+listens, and runs the group-commit flusher and the periodic log maintenance (time-based
+segment rolls, retention) in one ``asyncio.TaskGroup`` until ``request_stop()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+import time
+from typing import Callable
+
+from ..controller.metadata_store import LocalMetadataStore
+from ..partition import Flusher, PartitionManager
+from .config import BrokerConfig, ConfigError, parse_listener
+from .server import Connection
+
+log = logging.getLogger(__name__)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], int] = wall_clock_ms) -> None:
+        self.config = config
+        self.clock = clock
+        self.node_id: int = config["node.id"]
+        self.listen_host, self.listen_port = parse_listener(config["listeners"])
+        advertised = config["advertised.listeners"] or config["listeners"]
+        self.advertised_host, self.advertised_port = parse_listener(advertised)
+        if self.advertised_host in ("0.0.0.0", "::"):
+            raise ConfigError("advertised.listeners must name a host clients can reach, not "
+                              f"{self.advertised_host}; set advertised.listeners=HOST:PORT")
+        self.data_dir = config.data_dir
+        self.store = LocalMetadataStore(self.data_dir)
+        self.partitions = PartitionManager(config, self.store, clock)
+        self.flusher = Flusher()
+        self.connections: set[Connection] = set()
+        self.cluster_id = ""
+        self._stop: asyncio.Event | None = None
+        self._lock_fd: int | None = None
+
+    def request_stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    def _lock_data_dir(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.data_dir / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"data directory {self.data_dir} is in use by another broker") from None
+
+    async def run(self, on_ready: Callable[["Broker"], None] | None = None) -> None:
+        self._stop = asyncio.Event()
+        self._lock_data_dir()
+        self.cluster_id = self.store.cluster_id(self.config["cluster.id"])
+        self.partitions.load()
+        loop = asyncio.get_running_loop()
+        try:
+            server = await loop.create_server(lambda: Connection(self), self.listen_host,
+                                              self.listen_port, reuse_address=True, backlog=1024)
+        except OSError as error:
+            self.partitions.close()
+            raise ConfigError(f"cannot listen on {self.listen_host}:{self.listen_port}: "
+                              f"{error.strerror}") from None
+        if self.listen_port == 0:
+            self.listen_port = server.sockets[0].getsockname()[1]
+            if self.advertised_port == 0:
+                self.advertised_port = self.listen_port
+        log.info("broker %d listening on %s:%d (advertised as %s:%d), data in %s, cluster %s",
+                 self.node_id, self.listen_host, self.listen_port, self.advertised_host,
+                 self.advertised_port, self.data_dir, self.cluster_id)
+        if on_ready is not None:
+            on_ready(self)
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                background = [tasks.create_task(self.flusher.run()),
+                              tasks.create_task(self._maintain_logs())]
+                await self._stop.wait()
+                log.info("stopping broker %d", self.node_id)
+                for task in background:
+                    task.cancel()
+        finally:
+            server.close()
+            for connection in list(self.connections):
+                connection.transport.close()
+            await server.wait_closed()
+            self.partitions.close()
+            os.close(self._lock_fd)
+            log.info("broker %d stopped cleanly", self.node_id)
+
+    async def _maintain_logs(self) -> None:
+        interval = self.config["log.retention.check.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.partitions.run_log_maintenance()
+            except OSError as error:
+                log.error("log maintenance failed: %s", error)

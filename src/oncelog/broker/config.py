@@ -1,0 +1,285 @@
+"""Broker and topic configuration, under Kafka's own names.
+
+Sources, lowest precedence first: built-in defaults, a ``server.properties``-style file
+(``--config``), repeated ``--set name=value`` flags. Topic configs (``retention.ms``...) default
+to their broker-level counterparts (``log.retention.ms``...), and a topic may override them at
+creation. ``DescribeConfigs`` reports each value with its source, as Kafka does.
+
+Known divergences: ``log.flush.policy`` is oncelog's own (``os``: rely on the page cache like
+Kafka's default; ``ack``: fsync before acknowledging acks=all, batched across requests).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+DAY_MS = 24 * 3600 * 1000
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return Path(base) / "oncelog"
+
+
+class ConfigError(ValueError):
+    """A config name or value that cannot be used; the message is one clear sentence."""
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return lowered == "true"
+
+
+def _int(value: str) -> int:
+    return int(value.strip())
+
+
+def _str(value: str) -> str:
+    return value.strip()
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        value = value.strip()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {value!r}")
+        return value
+    return parse
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    parse: Callable[[str], object]
+    default: str
+    doc: str
+    topic_name: str | None = None  # the per-topic config this broker config defaults
+    minimum: int | None = None
+
+
+BROKER_CONFIGS = {d.name: d for d in (
+    ConfigDef("node.id", _int, "1", "This broker's id, reported in Metadata.", minimum=0),
+    ConfigDef("listeners", _str, "PLAINTEXT://127.0.0.1:9092", "Where the broker listens."),
+    ConfigDef("advertised.listeners", _str, "",
+              "The address put in Metadata for clients (defaults to listeners)."),
+    ConfigDef("log.dirs", _str, "", "The data directory (defaults to ~/.local/share/oncelog)."),
+    ConfigDef("num.partitions", _int, "1", "Partitions of a topic created without a count.",
+              minimum=1),
+    ConfigDef("default.replication.factor", _int, "1", "Replication factor of auto-created topics.",
+              minimum=1),
+    ConfigDef("auto.create.topics.enable", _bool, "true",
+              "Create a topic when a client asks Metadata for it."),
+    ConfigDef("delete.topic.enable", _bool, "true", "Allow DeleteTopics."),
+    ConfigDef("message.max.bytes", _int, "1048588", "Largest record batch accepted.",
+              "max.message.bytes", minimum=0),
+    ConfigDef("min.insync.replicas", _int, "1",
+              "Replicas that must have a write before acks=all is answered.",
+              "min.insync.replicas", minimum=1),
+    ConfigDef("unclean.leader.election.enable", _bool, "false",
+              "Let an out-of-sync replica become leader (loses data).",
+              "unclean.leader.election.enable"),
+    ConfigDef("log.segment.bytes", _int, str(1 << 30), "Size at which a segment rolls.",
+              "segment.bytes", minimum=1024),
+    ConfigDef("log.roll.ms", _int, str(7 * DAY_MS), "Age at which a segment rolls.",
+              "segment.ms", minimum=1),
+    ConfigDef("log.retention.ms", _int, str(7 * DAY_MS),
+              "Delete segments older than this (-1: keep forever).", "retention.ms", minimum=-1),
+    ConfigDef("log.retention.bytes", _int, "-1",
+              "Delete old segments while a partition is larger (-1: no limit).",
+              "retention.bytes", minimum=-1),
+    ConfigDef("log.retention.check.interval.ms", _int, "300000",
+              "How often retention and time-based rolls are checked.", minimum=1),
+    ConfigDef("log.index.interval.bytes", _int, "4096", "Bytes between offset-index entries.",
+              "index.interval.bytes", minimum=0),
+    ConfigDef("log.cleanup.policy", _choice("delete", "compact", "compact,delete"), "delete",
+              "What retention does to old data.", "cleanup.policy"),
+    ConfigDef("log.message.timestamp.type", _choice("CreateTime", "LogAppendTime"), "CreateTime",
+              "Keep the producer's timestamps or stamp the broker's time.",
+              "message.timestamp.type"),
+    ConfigDef("compression.type", _choice("producer", "uncompressed", "gzip", "snappy", "lz4",
+                                          "zstd"), "producer",
+              "Only 'producer' (keep the client's codec) is implemented.", "compression.type"),
+    ConfigDef("log.flush.policy", _choice("os", "ack"), "os",
+              "ack: fsync before answering acks=all (group commit); os: leave it to the OS."),
+    ConfigDef("socket.request.max.bytes", _int, str(100 * 1024 * 1024),
+              "Largest request frame; bigger frames close the connection.", minimum=1),
+    ConfigDef("fetch.max.bytes", _int, str(55 * 1024 * 1024),
+              "Upper bound on a fetch response's size.", minimum=1024),
+    ConfigDef("cluster.id", _str, "", "Cluster id (generated and kept in meta.properties)."),
+)}
+
+# Topic configs that have no broker-level counterpart.
+TOPIC_ONLY_CONFIGS = {d.name: d for d in (
+    ConfigDef("file.delete.delay.ms", _int, "60000", "Accepted for compatibility; not used."),
+    ConfigDef("message.timestamp.difference.max.ms", _int, str(2**63 - 1),
+              "Accepted for compatibility; not enforced."),
+)}
+
+TOPIC_CONFIGS = {d.topic_name: d for d in BROKER_CONFIGS.values() if d.topic_name}
+TOPIC_CONFIGS.update(TOPIC_ONLY_CONFIGS)
+
+
+def parse_value(definition: ConfigDef, raw: str, name: str | None = None) -> object:
+    name = name or definition.name
+    try:
+        value = definition.parse(raw)
+    except ValueError as error:
+        raise ConfigError(f"{name}={raw!r} is invalid: {error}") from None
+    if definition.minimum is not None and isinstance(value, int) and value < definition.minimum:
+        raise ConfigError(f"{name}={raw!r} is below the minimum {definition.minimum}")
+    return value
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Read a server.properties-style file: name=value lines, # and ! comments."""
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
+    values = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        name, sep, value = line.partition("=")
+        if not sep:
+            name, sep, value = line.partition(":")
+        if not sep:
+            raise ConfigError(f"{path}:{number}: expected name=value, got {line!r}")
+        values[name.strip()] = value.strip()
+    return values
+
+
+# Kafka's coarser spellings, translated to the canonical name.
+_ALIASES = {
+    "broker.id": ("node.id", 1),
+    "log.dir": ("log.dirs", 1),
+    "log.retention.minutes": ("log.retention.ms", 60_000),
+    "log.retention.hours": ("log.retention.ms", 3_600_000),
+    "log.roll.hours": ("log.roll.ms", 3_600_000),
+}
+
+
+class BrokerConfig:
+    """The effective broker configuration: typed values plus which names were set explicitly."""
+
+    def __init__(self, explicit: dict[str, str] | None = None) -> None:
+        self.explicit: dict[str, str] = {}
+        for name, raw in (explicit or {}).items():
+            if name in _ALIASES:
+                canonical, factor = _ALIASES[name]
+                if factor != 1:
+                    try:
+                        value = _int(raw) * factor
+                    except ValueError:
+                        raise ConfigError(
+                            f"{name}={raw!r} is invalid: expected an integer") from None
+                    raw = str(max(value, -1))  # Kafka reads any negative retention as -1
+                name = canonical
+            if name not in BROKER_CONFIGS:
+                raise ConfigError(f"unknown broker config {name!r}")
+            parse_value(BROKER_CONFIGS[name], raw)
+            self.explicit[name] = raw
+        self._values = {name: parse_value(d, self.explicit.get(name, d.default))
+                        for name, d in BROKER_CONFIGS.items()}
+
+    def __getitem__(self, name: str):
+        return self._values[name]
+
+    def source(self, name: str) -> str:
+        return "static" if name in self.explicit else "default"
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self["log.dirs"]).expanduser() if self["log.dirs"] else default_data_dir()
+
+    def topic_defaults(self) -> dict[str, str]:
+        defaults = {d.topic_name: self.explicit.get(d.name, d.default)
+                    for d in BROKER_CONFIGS.values() if d.topic_name}
+        defaults.update({d.name: d.default for d in TOPIC_ONLY_CONFIGS.values()})
+        return defaults
+
+
+def validate_topic_configs(configs: dict[str, str]) -> dict[str, str]:
+    """Check topic-level overrides; raise ConfigError naming the first bad one."""
+    for name, raw in configs.items():
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            raise ConfigError(f"unknown topic config {name!r}")
+        parse_value(definition, raw, name)
+    return dict(configs)
+
+
+def parse_listener(listener: str) -> tuple[str, int]:
+    """'PLAINTEXT://host:port' or 'host:port' -> (host, port)."""
+    address = listener.split(",")[0].strip()
+    if "://" in address:
+        address = address.split("://", 1)[1]
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"listener {listener!r} is not HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+# -- describing configs (DescribeConfigs, CreateTopics v5+) ------------------------------------
+
+class ConfigSource:
+    """DescribeConfigs source ids (Kafka's DescribeConfigsResponse.ConfigSource)."""
+    TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType:
+    BOOLEAN, STRING, INT, LONG = 1, 2, 3, 5
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str
+    source: int
+    config_type: int
+    doc: str
+    synonyms: tuple[tuple[str, str, int], ...] = ()  # (name, value, source), most specific first
+
+
+def _config_type(definition: ConfigDef) -> int:
+    if definition.parse is _bool:
+        return ConfigType.BOOLEAN
+    if definition.parse is _int:
+        return ConfigType.LONG if definition.name.endswith((".ms", ".bytes")) else ConfigType.INT
+    return ConfigType.STRING
+
+
+def describe_broker_configs(config: BrokerConfig) -> list[ConfigEntry]:
+    entries = []
+    for name, definition in sorted(BROKER_CONFIGS.items()):
+        raw = config.explicit.get(name, definition.default)
+        source = (ConfigSource.STATIC_BROKER_CONFIG if name in config.explicit
+                  else ConfigSource.DEFAULT_CONFIG)
+        entries.append(ConfigEntry(name, raw, source, _config_type(definition), definition.doc,
+                                   ((name, raw, source),)))
+    return entries
+
+
+def describe_topic_configs(config: BrokerConfig, overrides: dict[str, str]) -> list[ConfigEntry]:
+    """Each topic config with its effective value, its source and the synonyms behind it."""
+    entries = []
+    for name, definition in sorted(TOPIC_CONFIGS.items()):
+        synonyms = []
+        if name in overrides:
+            synonyms.append((name, overrides[name], ConfigSource.TOPIC_CONFIG))
+        if definition.name in config.explicit:
+            synonyms.append((definition.name, config.explicit[definition.name],
+                             ConfigSource.STATIC_BROKER_CONFIG))
+        synonyms.append((definition.name, definition.default, ConfigSource.DEFAULT_CONFIG))
+        _, value, source = synonyms[0]
+        entries.append(ConfigEntry(name, value, source, _config_type(definition),
+                                   definition.doc, tuple(synonyms)))
+    return entries

@@ -1,0 +1,46 @@
+"""Route a decoded request to its handler module; turn every failure into a Kafka error code.
+
+The table below lists the APIs we speak. Each handler module declares ``API_KEY``, the
+``VERSIONS`` it serves (what ApiVersions advertises), ``handle(ctx, request)`` and
+``error_response(request, code, message)`` (the same request answered with one error for
+every entity it names). Exceptions never reach a client: a ``KafkaError`` becomes its code,
+anything else becomes UNKNOWN_SERVER_ERROR and one log line with the API and version.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..protocol.errors import ErrorCode, KafkaError
+from .context import RequestContext
+from .handlers import (api_versions, create_partitions, create_topics, delete_topics,
+                       describe_cluster, describe_configs, fetch, list_offsets, metadata,
+                       produce)
+
+log = logging.getLogger(__name__)
+
+HANDLERS = {module.API_KEY: module for module in (
+    produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics,
+    create_partitions, describe_configs, describe_cluster)}
+
+
+def supported(api_key: int, api_version: int) -> bool:
+    handler = HANDLERS.get(api_key)
+    return handler is not None and api_version in handler.VERSIONS
+
+
+async def dispatch(ctx: RequestContext, request):
+    handler = HANDLERS[ctx.api_key]
+    if ctx.api_version not in handler.VERSIONS:
+        return handler.error_response(request, ErrorCode.UNSUPPORTED_VERSION,
+                                      f"v{ctx.api_version} is not served")
+    try:
+        return await handler.handle(ctx, request)
+    except KafkaError as error:
+        log.info("%s v%d from %s: %s", ctx.api_key.name, ctx.api_version, ctx.client_address,
+                 error)
+        return handler.error_response(request, error.code, error.message)
+    except Exception:
+        log.exception("unexpected error in %s v%d from %s", ctx.api_key.name, ctx.api_version,
+                      ctx.client_address)
+        return handler.error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR, None)

@@ -1,0 +1,3 @@
+"""One module per Kafka API. Each declares ``API_KEY``, ``VERSIONS``, ``handle`` and
+``error_response``; ``broker.dispatch`` lists them. Handlers translate between wire messages
+and the state owners (``partition``, ``controller``); they hold no state of their own."""

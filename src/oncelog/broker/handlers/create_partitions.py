@@ -1,0 +1,47 @@
+"""CreatePartitions (API key 37), versions 0-3.
+
+Behaviour: grows a topic to ``count`` partitions (INVALID_PARTITIONS unless larger than
+now); a manual assignment must place every new partition on this broker
+(INVALID_REPLICA_ASSIGNMENT); unknown topics are UNKNOWN_TOPIC_OR_PARTITION; a topic named
+twice is INVALID_REQUEST. ``validate_only`` changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages import CreatePartitionsResponse
+from ..context import RequestContext
+
+API_KEY = ApiKey.CREATE_PARTITIONS
+VERSIONS = range(0, 4)
+
+Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+async def handle(ctx: RequestContext, request) -> CreatePartitionsResponse:
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for topic in request.topics:
+        try:
+            if counts[topic.name] > 1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"topic {topic.name!r} appears more than once in the request")
+            for assignment in topic.assignments or []:
+                if list(assignment.broker_ids) != [ctx.broker.node_id]:
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     f"new partitions may only be placed on broker "
+                                     f"{ctx.broker.node_id}")
+            ctx.partitions.create_partitions(topic.name, topic.count, request.validate_only)
+            results.append(Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None))
+        except KafkaError as error:
+            results.append(Result(name=topic.name, error_code=error.code,
+                                  error_message=error.message))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+def error_response(request, code: ErrorCode, message: str | None) -> CreatePartitionsResponse:
+    return CreatePartitionsResponse(throttle_time_ms=0, results=[
+        Result(name=t.name, error_code=code, error_message=message) for t in request.topics])

@@ -1,0 +1,90 @@
+"""CreateTopics (API key 19), versions 2-7.
+
+Behaviour, per topic: name rules (INVALID_TOPIC_EXCEPTION), TOPIC_ALREADY_EXISTS,
+partitions (-1 = ``num.partitions``; otherwise positive, INVALID_PARTITIONS), replication
+factor (-1 = ``default.replication.factor``; more than the one broker is
+INVALID_REPLICATION_FACTOR), a manual assignment instead of counts (every replica must be this
+broker, INVALID_REPLICA_ASSIGNMENT), config overrides checked by name and value
+(INVALID_CONFIG). A name given twice in one request is INVALID_REQUEST for both (Kafka does
+the same). ``validate_only`` checks everything and creates nothing.
+Version notes: v5+ returns the created topic's partition count, replication factor and
+configs; v7 its topic id.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages import CreateTopicsResponse
+from ..config import describe_topic_configs
+from ..context import RequestContext
+
+API_KEY = ApiKey.CREATE_TOPICS
+VERSIONS = range(2, 8)
+
+Result = CreateTopicsResponse.CreatableTopicResult
+ConfigResult = Result.CreatableTopicConfigs
+ZERO_UUID = uuid.UUID(int=0)
+
+
+async def handle(ctx: RequestContext, request) -> CreateTopicsResponse:
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            results.append(_error(topic.name, ErrorCode.INVALID_REQUEST,
+                                  f"topic {topic.name!r} appears more than once in the request"))
+            continue
+        try:
+            results.append(_create(ctx, topic, request.validate_only))
+        except KafkaError as error:
+            results.append(_error(topic.name, error.code, error.message))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _create(ctx: RequestContext, topic, validate_only: bool):
+    num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
+    if topic.assignments:
+        if num_partitions != -1 or replication_factor != -1:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "give either a replica assignment or partition and replication "
+                             "counts, not both")
+        for assignment in topic.assignments:
+            if list(assignment.broker_ids) != [ctx.broker.node_id]:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"partition {assignment.partition_index} assigned to brokers "
+                                 f"{list(assignment.broker_ids)}; only broker "
+                                 f"{ctx.broker.node_id} exists")
+        num_partitions, replication_factor = len(topic.assignments), 1
+    configs = {c.name: c.value for c in topic.configs}
+    if any(value is None for value in configs.values()):
+        raise KafkaError(ErrorCode.INVALID_CONFIG, "a topic config has a null value")
+    manager = ctx.partitions
+    created = manager.create_topic(topic.name, num_partitions, replication_factor, configs,
+                                   validate_only=validate_only)
+    if created is None:  # validate_only
+        count = num_partitions if num_partitions != -1 else ctx.broker.config["num.partitions"]
+        return _ok(ctx, topic.name, ZERO_UUID, count, configs)
+    return _ok(ctx, topic.name, uuid.UUID(created.record.topic_id), len(created.partitions),
+               configs)
+
+
+def _ok(ctx: RequestContext, name: str, topic_id, partitions: int, overrides: dict):
+    configs = [ConfigResult(name=e.name, value=e.value, read_only=False,
+                            config_source=e.source, is_sensitive=False)
+               for e in describe_topic_configs(ctx.broker.config, overrides)]
+    return Result(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
+                  num_partitions=partitions, replication_factor=1, configs=configs)
+
+
+def _error(name: str, code: ErrorCode, message: str | None):
+    return Result(name=name, topic_id=ZERO_UUID, error_code=code, error_message=message,
+                  num_partitions=-1, replication_factor=-1, configs=[])
+
+
+def error_response(request, code: ErrorCode, message: str | None) -> CreateTopicsResponse:
+    return CreateTopicsResponse(throttle_time_ms=0,
+                                topics=[_error(t.name, code, message) for t in request.topics])

@@ -1,0 +1,33 @@
+"""DescribeCluster (API key 60), versions 0-1.
+
+Behaviour: this broker as the only broker and the controller, with the cluster id kept in
+``meta.properties``. v1 adds the endpoint type; we answer as a broker endpoint (1).
+"""
+
+from __future__ import annotations
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import DescribeClusterResponse
+from ..context import RequestContext
+
+API_KEY = ApiKey.DESCRIBE_CLUSTER
+VERSIONS = range(0, 2)
+NO_AUTHORIZED_OPERATIONS = None  # the codec writes None as INT32_MIN: "not requested"
+
+
+async def handle(ctx: RequestContext, request) -> DescribeClusterResponse:
+    broker = ctx.broker
+    return DescribeClusterResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=1,
+        cluster_id=broker.cluster_id, controller_id=broker.node_id,
+        brokers=[DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=broker.node_id, host=broker.advertised_host,
+            port=broker.advertised_port, rack=None, is_fenced=False)],
+        authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+def error_response(request, code: ErrorCode, message: str | None) -> DescribeClusterResponse:
+    return DescribeClusterResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                   cluster_id="", brokers=[],
+                                   authorized_operations=NO_AUTHORIZED_OPERATIONS)

@@ -1,0 +1,116 @@
+"""Fetch (API key 1), versions 4-12, for consumers.
+
+Behaviour:
+- Reads whole batches from each requested partition's fetch offset, bounded by the
+  partition's ``partition_max_bytes`` and the response's ``max_bytes`` (capped by the broker's
+  ``fetch.max.bytes``). The first partition with data returns at least one batch even if it
+  is larger than either limit (KIP-74), so a large batch never stalls a consumer.
+- Reads stop at the high watermark (``read_uncommitted``) or the last stable offset
+  (``read_committed``, which also carries an aborted-transaction list, empty for now).
+- A fetch offset outside [log start, log end] answers OFFSET_OUT_OF_RANGE, so the client's
+  ``auto.offset.reset`` fires.
+- Long polling: if fewer than ``min_bytes`` are available and no partition has an error, the
+  request waits on every requested partition and is answered as soon as ``min_bytes`` are
+  there, or when ``max_wait_ms`` expires - not only at the timeout.
+- Fetch sessions (KIP-227) are not kept: every response has session id 0, which tells the
+  client to send full fetch requests.
+- ``current_leader_epoch`` (v9+) is checked: newer than ours is UNKNOWN_LEADER_EPOCH, older
+  is FENCED_LEADER_EPOCH.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from ...partition import IsolationLevel, Partition
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages import FetchResponse
+from ..context import RequestContext
+
+API_KEY = ApiKey.FETCH
+VERSIONS = range(4, 13)
+
+TopicData = FetchResponse.FetchableTopicResponse
+PartitionData = TopicData.PartitionData
+
+
+async def handle(ctx: RequestContext, request) -> FetchResponse:
+    isolation = IsolationLevel(request.isolation_level)
+    max_bytes = min(request.max_bytes, ctx.broker.config["fetch.max.bytes"])
+    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    while True:
+        topics, total_bytes, has_error, partitions = _read_all(ctx, request, isolation, max_bytes)
+        remaining = deadline - time.monotonic()
+        if total_bytes >= request.min_bytes or has_error or remaining <= 0:
+            return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
+                                 responses=topics)
+        await _wait_for_data(partitions, remaining)
+
+
+async def _wait_for_data(partitions: list[Partition], timeout: float) -> None:
+    waiter = asyncio.get_running_loop().create_future()
+    for partition in partitions:
+        partition.add_data_waiter(waiter)
+    try:
+        await asyncio.wait_for(waiter, timeout)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        for partition in partitions:
+            partition.remove_data_waiter(waiter)
+
+
+def _read_all(ctx: RequestContext, request, isolation: IsolationLevel, max_bytes: int):
+    total, has_error, topics, partitions = 0, False, [], []
+    for fetch_topic in request.topics:
+        entries = []
+        for fetch_partition in fetch_topic.partitions:
+            entry, partition = _read_partition(ctx, fetch_topic.topic, fetch_partition,
+                                               isolation, max_bytes - total, total == 0)
+            entries.append(entry)
+            if partition is not None:
+                partitions.append(partition)
+            total += len(entry.records)
+            has_error = has_error or entry.error_code != ErrorCode.NONE
+        topics.append(TopicData(topic=fetch_topic.topic, partitions=entries))
+    return topics, total, has_error, partitions
+
+
+def _read_partition(ctx: RequestContext, topic: str, request_partition, isolation: IsolationLevel,
+                    budget: int, first: bool):
+    index = request_partition.partition
+    partition = None
+    try:
+        partition = ctx.partitions.get_partition(topic, index)
+        partition.check_leader_epoch(request_partition.current_leader_epoch)
+        limit = min(request_partition.partition_max_bytes, max(budget, 0))
+        records = b""
+        if limit > 0 or first:
+            records = partition.read(request_partition.fetch_offset, limit, isolation,
+                                     min_one_batch=first)
+    except KafkaError as error:
+        known = error.code == ErrorCode.OFFSET_OUT_OF_RANGE
+        return _entry(index, error.code, partition if known else None, isolation, b""), None
+    return _entry(index, ErrorCode.NONE, partition, isolation, records), partition
+
+
+def _entry(index: int, code: ErrorCode, partition: Partition | None, isolation: IsolationLevel,
+           records: bytes) -> PartitionData:
+    known = partition is not None
+    return PartitionData(
+        partition_index=index, error_code=code,
+        high_watermark=partition.high_watermark if known else -1,
+        last_stable_offset=partition.last_stable_offset if known else -1,
+        log_start_offset=partition.log_start_offset if known else -1,
+        aborted_transactions=[] if isolation is IsolationLevel.READ_COMMITTED else None,
+        preferred_read_replica=-1, records=records)
+
+
+def error_response(request, code: ErrorCode, message: str | None) -> FetchResponse:
+    return FetchResponse(throttle_time_ms=0, error_code=code, session_id=0, responses=[
+        TopicData(topic=t.topic, partitions=[
+            _entry(p.partition, code, None, IsolationLevel.READ_UNCOMMITTED, b"")
+            for p in t.partitions])
+        for t in request.topics])

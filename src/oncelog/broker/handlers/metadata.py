@@ -1,0 +1,96 @@
+"""Metadata (API key 3), versions 0-12.
+
+Behaviour: this broker (as advertised, which may differ from where it listens) is the only
+broker, the controller and every partition's leader, replica and sole ISR member.
+A null topic list (v1+), or an empty one at v0, means every topic. A requested topic that
+does not exist is created when both the request allows it (v4+; always before) and
+``auto.create.topics.enable`` is true; otherwise UNKNOWN_TOPIC_OR_PARTITION. Invalid names
+get INVALID_TOPIC_EXCEPTION. Topic ids (v10+) are real, stable UUIDs; lookups by id are
+answered with UNKNOWN_TOPIC_ID until topic ids are supported end to end.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from ...partition.manager import Topic, check_topic_name
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages import MetadataResponse
+from ..context import RequestContext
+
+API_KEY = ApiKey.METADATA
+VERSIONS = range(0, 13)
+NO_AUTHORIZED_OPERATIONS = None  # the codec writes None as INT32_MIN: "not requested"
+ZERO_UUID = uuid.UUID(int=0)
+
+log = logging.getLogger(__name__)
+
+TopicEntry = MetadataResponse.MetadataResponseTopic
+PartitionEntry = TopicEntry.MetadataResponsePartition
+
+
+async def handle(ctx: RequestContext, request) -> MetadataResponse:
+    manager = ctx.partitions
+    if request.topics is None or (ctx.api_version == 0 and not request.topics):
+        entries = [_topic_entry(ctx, topic) for topic in manager.topics.values()]
+    else:
+        allow_create = ctx.api_version < 4 or request.allow_auto_topic_creation
+        entries = [_requested_topic(ctx, t.name, allow_create) for t in request.topics]
+    return _response(ctx, entries)
+
+
+def _requested_topic(ctx: RequestContext, name: str | None, allow_create: bool) -> TopicEntry:
+    manager = ctx.partitions
+    if name is None:
+        return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_ID)
+    topic = manager.topics.get(name)
+    if topic is not None:
+        return _topic_entry(ctx, topic)
+    try:
+        check_topic_name(name)
+    except KafkaError as error:
+        return _error_entry(name, error.code)
+    if not (allow_create and ctx.broker.config["auto.create.topics.enable"]):
+        return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    try:
+        topic = manager.create_topic(name)
+    except KafkaError as error:
+        log.warning("auto-creating topic %r failed: %s", name, error)
+        return _error_entry(name, error.code)
+    return _topic_entry(ctx, topic)
+
+
+def _topic_entry(ctx: RequestContext, topic: Topic) -> TopicEntry:
+    node = ctx.broker.node_id
+    partitions = [PartitionEntry(error_code=ErrorCode.NONE, partition_index=p.index,
+                                 leader_id=node, leader_epoch=p.leader_epoch,
+                                 replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+                  for p in topic.partitions]
+    return TopicEntry(error_code=ErrorCode.NONE, name=topic.name,
+                      topic_id=uuid.UUID(topic.record.topic_id), is_internal=topic.is_internal,
+                      partitions=partitions, authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+def _error_entry(name: str | None, code: ErrorCode) -> TopicEntry:
+    return TopicEntry(error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False,
+                      partitions=[], authorized_operations=NO_AUTHORIZED_OPERATIONS)
+
+
+def _response(ctx: RequestContext, topics: list, code: ErrorCode = ErrorCode.NONE):
+    broker = ctx.broker
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[MetadataResponse.MetadataResponseBroker(
+            node_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port,
+            rack=None)],
+        cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=topics,
+        authorized_operations=NO_AUTHORIZED_OPERATIONS, error_code=code)
+
+
+def error_response(request, code: ErrorCode, message: str | None) -> MetadataResponse:
+    topics = [_error_entry(t.name, code) for t in (request.topics or [])]
+    return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1,
+                            topics=topics, authorized_operations=NO_AUTHORIZED_OPERATIONS,
+                            error_code=code)

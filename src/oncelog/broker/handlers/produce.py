@@ -1,0 +1,91 @@
+"""Produce (API key 0), versions 3-11 (magic-2 record batches only).
+
+Behaviour: per partition, validate the one record batch (CRC, lengths, counts, size) and
+append it as sent, patching only its base offset and leader epoch; one bad partition does
+not fail the others. acks=0 is answered with nothing (the connection closes on failure);
+acks=1 once appended; acks=all (-1) once the ISR has it, which on a single broker is at
+append, or after an fsync when ``log.flush.policy=ack`` (group commit). acks=all with fewer
+in-sync replicas than ``min.insync.replicas`` is refused with NOT_ENOUGH_REPLICAS before
+anything is written. Other acks values get INVALID_REQUIRED_ACKS.
+
+Ordering invariant: every append happens before this coroutine's first ``await`` (see
+``broker.server``), so pipelined requests append in the order they arrived.
+Version notes: v8 adds per-partition error messages; v10 the current-leader tagged field,
+which we leave at its default (omitted) since this broker is always the leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ...partition import Partition
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages import ProduceResponse
+from ..context import RequestContext
+
+API_KEY = ApiKey.PRODUCE
+VERSIONS = range(3, 12)
+
+TopicResult = ProduceResponse.TopicProduceResponse
+PartitionResult = TopicResult.PartitionProduceResponse
+
+
+def _result(index: int, code: ErrorCode, base_offset: int = -1, log_start_offset: int = -1,
+            message: str | None = None) -> PartitionResult:
+    return PartitionResult(index=index, error_code=code, base_offset=base_offset,
+                           log_append_time_ms=-1, log_start_offset=log_start_offset,
+                           record_errors=[], error_message=message)
+
+
+async def handle(ctx: RequestContext, request) -> ProduceResponse:
+    if request.acks not in (0, 1, -1):
+        return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS,
+                              f"acks={request.acks}; expected 0, 1 or -1")
+    appended: list[tuple[PartitionResult, Partition]] = []
+    topics = []
+    for topic_data in request.topic_data:
+        results = []
+        for data in topic_data.partition_data:
+            result, partition = _append(ctx, topic_data.name, data, request.acks)
+            results.append(result)
+            if partition is not None:
+                appended.append((result, partition))
+        topics.append(TopicResult(name=topic_data.name, partition_responses=results))
+    # All appends are done; only now may this coroutine wait.
+    if request.acks == -1 and appended and ctx.broker.config["log.flush.policy"] == "ack":
+        await _wait_for_flush(ctx, appended)
+    return ProduceResponse(responses=topics, throttle_time_ms=0)
+
+
+def _append(ctx: RequestContext, topic: str, data, acks: int):
+    try:
+        partition = ctx.partitions.get_partition(topic, data.index)
+        if acks == -1 and len(partition.isr) < partition.settings.min_insync_replicas:
+            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                             f"{partition}: {len(partition.isr)} in-sync replicas, "
+                             f"min.insync.replicas={partition.settings.min_insync_replicas}")
+        info = partition.append_records(data.records)
+    except KafkaError as error:
+        return _result(data.index, error.code, message=error.message), None
+    return _result(data.index, ErrorCode.NONE, info.base_offset, partition.log_start_offset), partition
+
+
+async def _wait_for_flush(ctx: RequestContext, appended) -> None:
+    partitions = {id(p): p for _, p in appended}
+    outcomes = await asyncio.gather(
+        *(ctx.broker.flusher.wait_for_flush(p.log) for p in partitions.values()),
+        return_exceptions=True)
+    failed = {key for key, outcome in zip(partitions, outcomes) if isinstance(outcome, Exception)}
+    for result, partition in appended:
+        if id(partition) in failed:
+            result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            result.error_message = "fsync failed; the write may not be durable"
+            result.base_offset = -1
+
+
+def error_response(request, code: ErrorCode, message: str | None) -> ProduceResponse:
+    return ProduceResponse(responses=[
+        TopicResult(name=t.name, partition_responses=[
+            _result(p.index, code, message=message) for p in t.partition_data])
+        for t in request.topic_data], throttle_time_ms=0)

@@ -1,0 +1,9 @@
+"""Partition replicas: one replica's state and rules (``Partition``), the topics that hold
+them (``PartitionManager``), and the group-commit ``Flusher``."""
+
+from .flusher import Flusher
+from .manager import PartitionManager, Topic
+from .partition import AppendOrigin, IsolationLevel, Partition, TopicSettings
+
+__all__ = ["AppendOrigin", "Flusher", "IsolationLevel", "Partition", "PartitionManager",
+           "Topic", "TopicSettings"]

@@ -1,0 +1,146 @@
+"""Request and response codecs: kafka-python's JSON-schema classes, pinned and wrapped.
+
+The rest of the broker imports message classes and the three functions below from here only,
+so the codec library can be replaced without touching handlers. Fields are snake_case as in
+the schemas. Request headers are parsed here by hand (they are tiny) so that a frame whose
+body we cannot decode can still be answered or rejected with its correlation id.
+
+Encoding omits tagged fields that hold their default value (kafka-python does, like Kafka);
+librdkafka before 2.1.2 misparses responses that carry them.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse,
+                                  CreateTopicsRequest, CreateTopicsResponse,
+                                  DeleteTopicsRequest, DeleteTopicsResponse,
+                                  DescribeClusterRequest, DescribeClusterResponse,
+                                  DescribeConfigsRequest, DescribeConfigsResponse)
+from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest,
+                                     ListOffsetsResponse)
+from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, MetadataRequest,
+                                     MetadataResponse)
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from .api_keys import ApiKey
+from .errors import ErrorCode, KafkaError
+
+__all__ = [
+    "ApiVersionsRequest", "ApiVersionsResponse", "CreatePartitionsRequest",
+    "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse",
+    "DeleteTopicsRequest", "DeleteTopicsResponse", "DescribeClusterRequest",
+    "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
+    "FetchRequest", "FetchResponse", "ListOffsetsRequest", "ListOffsetsResponse",
+    "MetadataRequest", "MetadataResponse", "ProduceRequest", "ProduceResponse",
+    "RequestHeader", "decode_request_header", "decode_request", "encode_response",
+]
+
+REQUESTS = {cls.API_KEY: cls for cls in (
+    ProduceRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, ApiVersionsRequest,
+    CreateTopicsRequest, DeleteTopicsRequest, CreatePartitionsRequest, DescribeConfigsRequest,
+    DescribeClusterRequest)}
+RESPONSES = {cls.API_KEY: cls for cls in (
+    ProduceResponse, FetchResponse, ListOffsetsResponse, MetadataResponse, ApiVersionsResponse,
+    CreateTopicsResponse, DeleteTopicsResponse, CreatePartitionsResponse,
+    DescribeConfigsResponse, DescribeClusterResponse)}
+
+_HEADER_FIXED = struct.Struct(">hhih")
+_CORRELATION = struct.Struct(">i")
+
+
+def register(request_class, response_class) -> None:
+    """Add a codec pair (later issues register coordinator APIs the same way)."""
+    REQUESTS[request_class.API_KEY] = request_class
+    RESPONSES[response_class.API_KEY] = response_class
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int
+
+    @property
+    def known_api(self) -> bool:
+        return self.api_key in REQUESTS
+
+
+def _read_uvarint(frame: bytes, position: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        if position >= len(frame):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "truncated tagged fields in header")
+        byte = frame[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+        shift += 7
+        if shift > 28:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "unsigned varint too long in header")
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    cls = REQUESTS.get(api_key)
+    return cls is not None and cls.flexible_version_q(api_version)
+
+
+def decode_request_header(frame: bytes) -> RequestHeader:
+    """Parse a request header (v1, or v2 with tagged fields for flexible versions)."""
+    if len(frame) < _HEADER_FIXED.size:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"{len(frame)}-byte frame is shorter than a header")
+    api_key, api_version, correlation_id, client_id_length = _HEADER_FIXED.unpack_from(frame, 0)
+    position = _HEADER_FIXED.size
+    client_id = None
+    if client_id_length >= 0:
+        if position + client_id_length > len(frame):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "client id runs past the end of the frame")
+        client_id = frame[position:position + client_id_length].decode("utf-8", "replace")
+        position += client_id_length
+    if is_flexible(api_key, api_version):
+        count, position = _read_uvarint(frame, position)
+        for _ in range(count):
+            _tag, position = _read_uvarint(frame, position)
+            size, position = _read_uvarint(frame, position)
+            position += size
+        if position > len(frame):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "header tagged fields run past the frame")
+    return RequestHeader(api_key, api_version, correlation_id, client_id, position)
+
+
+def decode_request(header: RequestHeader, frame: bytes):
+    """Decode the body; raise KafkaError(INVALID_REQUEST) for anything that does not parse."""
+    cls = REQUESTS[header.api_key]
+    if not 0 <= header.api_version <= cls.max_version:
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                         f"{cls.name} v{header.api_version} is beyond the schema's v{cls.max_version}")
+    try:
+        return cls.decode(memoryview(frame)[header.body_offset:], version=header.api_version)
+    except KafkaError:
+        raise
+    except Exception as error:  # the codec raises assorted errors on garbage
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"cannot decode {cls.name} v{header.api_version}: "
+                         f"{type(error).__name__}: {error}") from None
+
+
+def can_encode(api_key: int, api_version: int) -> bool:
+    cls = RESPONSES.get(api_key)
+    return cls is not None and 0 <= api_version <= cls.max_version
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int,
+                    response) -> tuple[bytes, bytes]:
+    """Frame a response as (size + header, body), for one ``writelines`` without a copy."""
+    cls = RESPONSES[api_key]
+    body = response.encode(version=api_version)
+    # ApiVersions responses always use header v0 so a client can parse them before it knows
+    # which versions we speak (KIP-511).
+    flexible_header = cls.flexible_version_q(api_version) and api_key != ApiKey.API_VERSIONS
+    header = _CORRELATION.pack(correlation_id) + (b"\x00" if flexible_header else b"")
+    return struct.pack(">i", len(header) + len(body)) + header, body

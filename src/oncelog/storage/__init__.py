@@ -1,0 +1,12 @@
+"""The on-disk log of a partition: segments of record batches in Kafka's format, their
+offset and time indexes, recovery after a crash, roll and retention.
+
+``Log`` is the whole of it for callers (``log.py``); ``segment.py`` is one segment and its
+files, ``index.py`` the two sparse indexes, ``config.py`` the ``log.*`` settings.
+"""
+
+from .config import LogConfig
+from .index import OffsetAndTimestamp
+from .log import AppendInfo, Log
+
+__all__ = ["AppendInfo", "Log", "LogConfig", "OffsetAndTimestamp"]
