@@ -61,6 +61,8 @@ class Broker:
     async def run(self, on_ready: Callable[["Broker"], None] | None = None) -> None:
         self._stop = asyncio.Event()
         self._lock_data_dir()
+        for name in self.config.ignored:
+            log.warning("config %r is not used by oncelog; ignoring it", name)
         self.cluster_id = self.store.cluster_id(self.config["cluster.id"])
         self.partitions.load()
         loop = asyncio.get_running_loop()

@@ -170,7 +170,10 @@ class BrokerConfig:
 
     def __init__(self, explicit: dict[str, str] | None = None) -> None:
         self.explicit: dict[str, str] = {}
-        for name, raw in (explicit or {}).items():
+        self.ignored: list[str] = []  # names Kafka knows but oncelog does not use
+        # Aliases first, so the precise spelling (log.retention.ms) wins, as in Kafka.
+        items = sorted((explicit or {}).items(), key=lambda item: item[0] not in _ALIASES)
+        for name, raw in items:
             if name in _ALIASES:
                 canonical, factor = _ALIASES[name]
                 if factor != 1:
@@ -182,7 +185,9 @@ class BrokerConfig:
                     raw = str(max(value, -1))  # Kafka reads any negative retention as -1
                 name = canonical
             if name not in BROKER_CONFIGS:
-                raise ConfigError(f"unknown broker config {name!r}")
+                # Kafka warns and carries on, so a stock server.properties still starts.
+                self.ignored.append(name)
+                continue
             parse_value(BROKER_CONFIGS[name], raw)
             self.explicit[name] = raw
         self._values = {name: parse_value(d, self.explicit.get(name, d.default))

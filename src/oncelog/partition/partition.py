@@ -182,7 +182,9 @@ class Partition:
                 waiter.set_result(None)
 
     def close(self) -> None:
+        """Clean shutdown: flush to disk first, as Kafka does."""
         self._wake_fetchers()
+        self.log.flush()
         self.log.close()
 
     def delete(self) -> None:

@@ -279,7 +279,7 @@ class Log:
             self._directory_dirty = True
         for segment in doomed:  # oldest first: a crash meanwhile leaves a shorter prefix gone
             segment.delete()
-        logger.info("%s: retention deleted %d segments; log_start_offset is now %d",
+        logger.debug("%s: retention deleted %d segments; log_start_offset is now %d",
                     self.directory, count, self.log_start_offset)
         return count
 
