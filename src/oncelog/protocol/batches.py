@@ -18,8 +18,7 @@ the rare requests that need it (timestamp lookups).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import crc32c as _crc32c
 
@@ -51,8 +50,9 @@ def crc32c(data: bytes | memoryview) -> int:
     return _crc32c.crc32c(data)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The decoded header; a NamedTuple because it is built once per batch on hot paths."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -96,9 +96,12 @@ class BatchHeader:
         return self.producer_id >= 0
 
 
+_make_header = BatchHeader._make
+
+
 def parse_header(buffer: bytes | memoryview, position: int = 0) -> BatchHeader:
     """Decode the 61-byte header at ``position``; the caller checks there are 61 bytes."""
-    return BatchHeader(*HEADER.unpack_from(buffer, position))
+    return _make_header(HEADER.unpack_from(buffer, position))
 
 
 def peek_offset_and_size(buffer: bytes | memoryview, position: int) -> tuple[int, int]:
