@@ -37,6 +37,14 @@ class IsolationLevel(Enum):
     READ_UNCOMMITTED = 0
     READ_COMMITTED = 1
 
+    @classmethod
+    def from_wire(cls, value: int) -> "IsolationLevel":
+        try:
+            return cls(value)
+        except ValueError:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             f"isolation level {value} is neither 0 nor 1") from None
+
 
 @dataclass(frozen=True)
 class TopicSettings:

@@ -120,13 +120,57 @@ def decode_request(header: RequestHeader, frame: bytes):
         raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
                          f"{cls.name} v{header.api_version} is beyond the schema's v{cls.max_version}")
     try:
-        return cls.decode(memoryview(frame)[header.body_offset:], version=header.api_version)
+        request = cls.decode(memoryview(frame)[header.body_offset:], version=header.api_version)
     except KafkaError:
         raise
     except Exception as error:  # the codec raises assorted errors on garbage
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"cannot decode {cls.name} v{header.api_version}: "
                          f"{type(error).__name__}: {error}") from None
+    _check_nulls(request, _null_checks(cls, header.api_version), cls.name)
+    return request
+
+
+def _null_checks(message_class, version: int) -> tuple:
+    """(field name, nullable, nested checks, is array) for each field present at ``version``.
+
+    The codec decodes a null where the schema forbids one (a compact array of length 0, a
+    string of length -1) instead of failing; Kafka rejects those at parse time, so do we.
+    """
+    key = (message_class.API_KEY, version)
+    checks = _NULL_CHECKS.get(key)
+    if checks is None:
+        checks = _NULL_CHECKS[key] = _field_checks(message_class.fields, version)
+    return checks
+
+
+def _field_checks(fields: dict, version: int) -> tuple:
+    checks = []
+    for name, field in fields.items():
+        if not field.for_version_q(version) or field.tagged_field_q(version):
+            continue
+        if field.type_str == "uuid":  # the codec decodes the all-zero UUID as None
+            continue
+        nested = field.fields if isinstance(getattr(field, "fields", None), dict) else None
+        checks.append((name, field.nullable_for_version_q(version),
+                       _field_checks(nested, version) if nested else (),
+                       field.is_array()))
+    return tuple(checks)
+
+
+_NULL_CHECKS: dict[tuple[int, int], tuple] = {}
+
+
+def _check_nulls(value, checks: tuple, path: str) -> None:
+    for name, nullable, nested, is_array in checks:
+        item = getattr(value, name, None)
+        if item is None:
+            if not nullable:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"{path}.{name} is null")
+            continue
+        if nested:
+            for element in (item if is_array else (item,)):
+                _check_nulls(element, nested, f"{path}.{name}")
 
 
 def can_encode(api_key: int, api_version: int) -> bool:

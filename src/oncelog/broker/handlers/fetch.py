@@ -37,7 +37,7 @@ PartitionData = TopicData.PartitionData
 
 
 async def handle(ctx: RequestContext, request) -> FetchResponse:
-    isolation = IsolationLevel(request.isolation_level)
+    isolation = IsolationLevel.from_wire(request.isolation_level)
     max_bytes = min(request.max_bytes, ctx.broker.config["fetch.max.bytes"])
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
     while True:

@@ -30,7 +30,7 @@ PartitionResult = TopicResult.ListOffsetsPartitionResponse
 
 
 async def handle(ctx: RequestContext, request) -> ListOffsetsResponse:
-    isolation = IsolationLevel(request.isolation_level if ctx.api_version >= 2 else 0)
+    isolation = IsolationLevel.from_wire(request.isolation_level if ctx.api_version >= 2 else 0)
     topics = [TopicResult(name=t.name, partitions=[_lookup(ctx, t.name, p, isolation)
                                                    for p in t.partitions])
               for t in request.topics]

@@ -1,0 +1,634 @@
+"""Throughput, latency and memory of a Kafka-protocol broker, measured with confluent-kafka.
+
+    .venv/bin/python benchmarks/throughput.py [--runs 3] [--scale 1.0] [--cases ...]
+    .venv/bin/python benchmarks/throughput.py --bootstrap HOST:PORT   # any Kafka broker
+
+Without ``--bootstrap`` it starts an oncelog broker in a temporary directory (and, for the
+fsync case, a second one with ``log.flush.policy=ack``) and samples each broker's resident
+memory and CPU time from /proc. Every client runs in its own process (multiprocessing, spawn;
+see ``clients.py``), never in a broker's. Each case runs ``--runs`` times; the table shows the
+median and the min-max, and every raw run goes to ``benchmarks/results/<timestamp>.json``.
+
+This is a measuring tool: nothing here passes or fails on a figure. The timeouts below only
+stop a hung client. See README.md for what each case measures and how to read it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+SPAWN = multiprocessing.get_context("spawn")
+
+CASES = ("produce", "consume", "latency", "fsync")
+DEFAULT_COUNTS = {100: 3_000_000, 1024: 1_000_000, 16384: 100_000}  # ~2-5 s each at scale 1
+ACKS = ("0", "1", "all")
+CONSUME_VALUE_BYTES = 1024
+
+
+def message_count(value_size: int, scale: float) -> int:
+    return max(1, round(DEFAULT_COUNTS.get(value_size, 1_000_000_000 // value_size) * scale))
+
+
+def size_label(value_size: int) -> str:
+    return f"{value_size // 1024} KiB" if value_size % 1024 == 0 else f"{value_size} B"
+
+
+# -- the broker side -----------------------------------------------------------------------
+
+class BrokerMonitor:
+    """Samples one process's VmRSS and CPU time every ``interval`` s from /proc."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.samples: list[tuple[float, int, float]] = []  # (time.time(), rss bytes, cpu s)
+        self.peak_rss_hwm: int | None = None  # VmHWM: the kernel's own peak
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._ticks = os.sysconf("SC_CLK_TCK")
+
+    def _read(self) -> tuple[int, int, float] | None:
+        try:
+            status = Path(f"/proc/{self.pid}/status").read_text()
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return None
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        rss = int(fields["VmRSS"].split()[0]) * 1024
+        hwm = int(fields["VmHWM"].split()[0]) * 1024
+        after_name = stat.rsplit(")", 1)[1].split()
+        cpu = (int(after_name[11]) + int(after_name[12])) / self._ticks  # utime + stime
+        return rss, hwm, cpu
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            reading = self._read()
+            if reading is not None:
+                rss, hwm, cpu = reading
+                self.samples.append((time.time(), rss, cpu))
+                self.peak_rss_hwm = hwm
+            self._stop.wait(self.interval)
+
+    def start(self) -> "BrokerMonitor":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def peak_rss(self, start: float | None = None, end: float | None = None) -> int | None:
+        values = [rss for t, rss, _ in self.samples
+                  if (start is None or t >= start) and (end is None or t <= end)]
+        return max(values) if values else None
+
+    def cpu_percent(self, start: float, end: float) -> float | None:
+        window = [(t, cpu) for t, _, cpu in self.samples if start <= t <= end]
+        if len(window) < 2 or window[-1][0] <= window[0][0]:
+            return None
+        return 100 * (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+
+
+class Target:
+    """A broker to measure: one we started (with a monitor) or one we were pointed at."""
+
+    def __init__(self, name: str, bootstrap: str, process=None) -> None:
+        self.name = name
+        self.bootstrap = bootstrap
+        self.process = process
+        self.monitor = BrokerMonitor(process.pid).start() if process is not None else None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def annotate(self, result: dict) -> dict:
+        """Add the broker's peak RSS and CPU use over the run's measured window."""
+        if self.monitor is not None and "window" in result:
+            start, end = result["window"]
+            result["broker_peak_rss_bytes"] = self.monitor.peak_rss(start, end)
+            result["broker_cpu_percent"] = self.monitor.cpu_percent(start, end)
+        if "window" in result and "client_cpu_seconds" in result:
+            result["client_cpu_percent"] = (100 * result["client_cpu_seconds"]
+                                            / (result["window"][1] - result["window"][0]))
+        return result
+
+    def close(self) -> dict:
+        summary = {"name": self.name, "bootstrap": self.bootstrap}
+        if self.monitor is not None:
+            self.monitor.stop()
+            summary["peak_rss_bytes_sampled"] = self.monitor.peak_rss()
+            summary["peak_rss_bytes_vmhwm"] = self.monitor.peak_rss_hwm
+        if self.process is not None:
+            summary["exit_status"] = self.process.stop()
+            summary["log_tail"] = self.process.log_tail()  # the log goes with the temp dir
+        return summary
+
+
+def start_oncelog(name: str, data_dir: Path, settings: dict[str, str]) -> Target:
+    from oncelog.broker.process import BrokerProcess
+    process = BrokerProcess(data_dir / name, settings=settings,
+                            log_path=data_dir / f"{name}.log",
+                            extra_args=["--log-level", "WARNING"])
+    process.start()
+    return Target(name, process.bootstrap, process)
+
+
+# -- topics and client processes -------------------------------------------------------------
+
+class Topics:
+    def __init__(self, bootstrap: str, run_id: str) -> None:
+        import logging
+        from confluent_kafka.admin import AdminClient
+        quiet = logging.getLogger("bench.admin")
+        quiet.setLevel(logging.CRITICAL)
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet})
+        self.run_id = run_id
+        self.serial = 0
+
+    def create(self, purpose: str) -> str:
+        from confluent_kafka.admin import NewTopic
+        self.serial += 1
+        name = f"bench-{self.run_id}-{self.serial}-{purpose}"
+        futures = self.admin.create_topics([NewTopic(name, num_partitions=1,
+                                                     replication_factor=1)])
+        futures[name].result(60)
+        return name
+
+    def delete(self, name: str) -> None:
+        """Free the disk between runs; a broker without DeleteTopics keeps the topic."""
+        try:
+            self.admin.delete_topics([name])[name].result(60)
+        except Exception as error:  # noqa: BLE001 - only housekeeping
+            print(f"  (could not delete {name}: {error})", file=sys.stderr)
+
+
+class ClientProcess:
+    """One ``clients.<name>(**kwargs)`` in a fresh spawned process."""
+
+    def __init__(self, name: str, **kwargs) -> None:
+        self.name = name
+        self._receive, send = SPAWN.Pipe(duplex=False)
+        self.process = SPAWN.Process(target=_client_entry, args=(send, name, kwargs),
+                                     name=f"bench-{name}", daemon=True)
+        self.process.start()
+        send.close()
+
+    def result(self, timeout: float) -> dict:
+        try:
+            if self._receive.poll(timeout):
+                return self._receive.recv()
+            return {"error": f"{self.name}: no result within {timeout:.0f} s (hang guard)"}
+        except EOFError:
+            self.process.join(5)
+            return {"error": f"{self.name}: client process exited with {self.process.exitcode}"}
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Let it finish (a consumer's close()), then terminate it, then kill it, by pid."""
+        self.process.join(grace)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self._receive.close()
+
+
+def _client_entry(connection, name: str, kwargs: dict) -> None:
+    import clients
+    clients.run(connection, name, kwargs)
+
+
+def run_client(name: str, timeout: float, **kwargs) -> dict:
+    client = ClientProcess(name, **kwargs)
+    try:
+        return client.result(timeout)
+    finally:
+        client.stop()
+
+
+# -- profiling (optional) ---------------------------------------------------------------------
+
+@contextmanager
+def profiled(target: Target, options: argparse.Namespace, label: str):
+    """py-spy record the broker while the block runs; the output is collapsed stacks."""
+    directory, native, rate = options.profile, options.profile_native, options.profile_rate
+    if directory is None or target.pid is None:
+        yield None
+        return
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    directory.mkdir(parents=True, exist_ok=True)
+    output = directory / (label.replace(" ", "_").replace("=", "") + ".txt")
+    command = [py_spy, "record", "--pid", str(target.pid), "--format", "raw",
+               "--rate", str(rate),
+               "--output", str(output)]
+    # Native frames need the process paused while sampled; Python-only sampling does not.
+    command += ["--native"] if native else ["--nonblocking"]
+    recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(0.5)  # attached before the client starts
+    try:
+        yield output
+    finally:
+        recorder.send_signal(signal.SIGINT)
+        try:
+            _, errors = recorder.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            recorder.kill()
+            _, errors = recorder.communicate()
+        if not output.exists():
+            print(f"  py-spy wrote no profile: {errors.decode(errors='replace').strip()}",
+                  file=sys.stderr)
+
+
+def summarize_profile(path: Path, top: int = 15) -> dict:
+    """Self and inclusive shares per function, and self shares per line, from py-spy's
+    collapsed stacks (one line per stack: frames joined by ';', then a sample count)."""
+    own: Counter = Counter()
+    own_lines: Counter = Counter()
+    inclusive: Counter = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        samples = int(count)
+        total += samples
+        frames = stack.split(";")
+        functions = [_function_of(frame) for frame in frames]
+        own[functions[-1]] += samples
+        own_lines[_function_of(frames[-1], keep_line=True)] += samples
+        for function in set(functions):
+            inclusive[function] += samples
+
+    def shares(counter: Counter) -> list:
+        return [(name, n, n / total) for name, n in counter.most_common(top)] if total else []
+    return {"samples": total, "self": shares(own), "self_lines": shares(own_lines),
+            "inclusive": shares(inclusive)}
+
+
+def _function_of(frame: str, keep_line: bool = False) -> str:
+    """'handle (oncelog/broker/handlers/produce.py:42)' -> 'handle (oncelog/.../produce.py)'."""
+    name, _, where = frame.partition(" (")
+    file, _, line = where.rstrip(")").rpartition(":")
+    for prefix in ("site-packages/", "/src/"):
+        if prefix in file:
+            file = file.split(prefix, 1)[1]
+    if keep_line and line:
+        file = f"{file}:{line}"
+    return f"{name} ({file})" if file else name
+
+
+# -- the cases --------------------------------------------------------------------------------
+
+def case_produce(target, topics, options, record) -> None:
+    for value_size in options.sizes:
+        for acks in options.acks:
+            count = message_count(value_size, options.scale)
+            label = f"produce {size_label(value_size)} acks={acks}"
+            record.begin("produce", label, broker=target.name, value_bytes=value_size,
+                         acks=acks, messages=count)
+            for run in range(options.runs):
+                topic = topics.create(f"p{value_size}-a{acks}")
+                with profiled(target, options, f"{label} run{run + 1}") as profile:
+                    result = run_client("produce", options.client_timeout,
+                                        bootstrap=target.bootstrap, topic=topic,
+                                        value_size=value_size, count=count, acks=acks)
+                record.add(target.annotate(result), profile)
+                topics.delete(topic)
+
+
+def case_consume(target, topics, options, record) -> None:
+    count = message_count(CONSUME_VALUE_BYTES, options.scale)
+    topic = topics.create("consume")
+    print(f"  preparing {topic}: {count:,} x 1 KiB, acks=1", file=sys.stderr)
+    filled = run_client("produce", options.client_timeout, bootstrap=target.bootstrap,
+                        topic=topic, value_size=CONSUME_VALUE_BYTES, count=count, acks="1")
+    label = f"consume {size_label(CONSUME_VALUE_BYTES)}"
+    record.begin("consume", label, broker=target.name, value_bytes=CONSUME_VALUE_BYTES,
+                 messages=count, fill=filled)
+    for run in range(options.runs):
+        with profiled(target, options, f"{label} run{run + 1}") as profile:
+            result = run_client("consume", options.client_timeout, bootstrap=target.bootstrap,
+                                topic=topic)
+        record.add(target.annotate(result), profile)
+    topics.delete(topic)
+
+
+def case_latency(target, topics, options, record) -> None:
+    rate = options.latency_rate
+    count = max(1, round(rate * options.latency_seconds * options.scale))
+    warmup = min(count // 10, round(rate * 0.5))  # the first 0.5 s: connections, first fetches
+    label = f"latency 1 KiB acks=all @{rate:g}/s"
+    record.begin("latency", label, broker=target.name, value_bytes=1024, acks="all",
+                 rate_per_s=rate, messages=count, warmup_messages=warmup)
+    for _ in range(options.runs):
+        topic = topics.create("latency")
+        ready = SPAWN.Event()
+        consumer = ClientProcess("latency_consumer", bootstrap=target.bootstrap, topic=topic,
+                                 count=count, ready=ready)
+        producer = None
+        try:
+            ready.wait(60)
+            started = time.time()
+            producer = ClientProcess("latency_producer", bootstrap=target.bootstrap,
+                                     topic=topic, count=count, rate=rate)
+            sent = producer.result(options.client_timeout)
+            received = consumer.result(options.client_timeout)
+            ended = time.time()
+        finally:
+            for client in (producer, consumer):
+                if client is not None:
+                    client.stop()
+        result = {"producer": sent, "window": [started, ended]}
+        if "error" in received:
+            result["error"] = received["error"]
+        else:
+            measured = [ms for ms in received["latencies_ms"][warmup:] if ms is not None]
+            result.update(latency_summary(measured), received=received["received"],
+                          errors=received["errors"], latencies_ms=received["latencies_ms"])
+        record.add(target.annotate(result), None)
+        topics.delete(topic)
+
+
+def latency_summary(values: list[float]) -> dict:
+    if not values:
+        return {"measured": 0}
+    ordered = sorted(values)
+
+    def percentile(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+    return {"measured": len(ordered), "p50_ms": percentile(50), "p95_ms": percentile(95),
+            "p99_ms": percentile(99), "max_ms": ordered[-1],
+            "mean_ms": statistics.fmean(ordered)}
+
+
+def case_fsync(target, topics, options, record) -> None:
+    count = message_count(1024, options.scale)
+    label = "produce 1 KiB acks=all, log.flush.policy=ack"
+    record.begin("fsync", label, broker=target.name, value_bytes=1024, acks="all",
+                 messages=count)
+    for run in range(options.runs):
+        topic = topics.create("fsync")
+        with profiled(target, options, f"fsync run{run + 1}") as profile:
+            result = run_client("produce", options.client_timeout, bootstrap=target.bootstrap,
+                                topic=topic, value_size=1024, count=count, acks="all")
+        record.add(target.annotate(result), profile)
+        topics.delete(topic)
+
+
+# -- results ----------------------------------------------------------------------------------
+
+class Record:
+    """Every raw run, grouped by case, as it will be written to JSON."""
+
+    def __init__(self) -> None:
+        self.cases: list[dict] = []
+
+    def begin(self, case: str, label: str, **parameters) -> None:
+        print(f"{label} ...", file=sys.stderr)
+        self.cases.append({"case": case, "label": label, "parameters": parameters, "runs": []})
+
+    def add(self, result: dict, profile: Path | None) -> None:
+        if profile is not None and profile.exists():
+            result["profile"] = {"path": str(profile), **summarize_profile(profile)}
+        self.cases[-1]["runs"].append(result)
+        print("  " + describe_run(result), file=sys.stderr)
+
+
+def describe_run(result: dict) -> str:
+    if "error" in result:
+        return "FAILED: " + result["error"].strip().splitlines()[-1]
+    parts = []
+    if "msgs_per_s" in result:
+        parts.append(f"{result['msgs_per_s']:,.0f} msgs/s, {result['mb_per_s']:.1f} MB/s "
+                     f"in {result['seconds']:.2f} s")
+    if "p50_ms" in result:
+        parts.append(f"p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, "
+                     f"max {result['max_ms']:.1f} ms")
+    for key in ("undelivered", "failed"):
+        if result.get(key):
+            parts.append(f"{key} {result[key]}")
+    if result.get("expected") not in (None, result.get("messages")):
+        parts.append(f"expected {result['expected']}")
+    if result.get("broker_cpu_percent") is not None:
+        parts.append(f"broker CPU {result['broker_cpu_percent']:.0f}%")
+    if result.get("client_cpu_percent") is not None:
+        parts.append(f"client CPU {result['client_cpu_percent']:.0f}%")
+    return ", ".join(parts)
+
+
+def spread(values: list[float]) -> dict | None:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarize(case: dict) -> dict:
+    runs = [r for r in case["runs"] if "error" not in r]
+    keys = ("msgs_per_s", "mb_per_s", "p50_ms", "p95_ms", "p99_ms", "max_ms",
+            "broker_cpu_percent", "client_cpu_percent", "broker_peak_rss_bytes")
+    summary = {key: spread([r.get(key) for r in runs]) for key in keys}
+    summary["failed_runs"] = len(case["runs"]) - len(runs)
+    return {key: value for key, value in summary.items() if value is not None}
+
+
+def print_tables(record: Record, brokers: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    def cell(summary: dict, key: str, fmt: str, scale: float = 1.0) -> str:
+        s = summary.get(key)
+        if s is None:
+            return "-"
+        return (f"{format(s['median'] / scale, fmt)} "
+                f"[dim]({format(s['min'] / scale, fmt)}-{format(s['max'] / scale, fmt)})[/dim]")
+
+    console = Console(width=max(shutil.get_terminal_size((150, 24)).columns, 120))
+    throughput = Table(title="Throughput: median (min-max)", title_justify="left")
+    for column in ("case", "msgs/s", "MB/s", "broker CPU %", "client CPU %", "broker RSS MB",
+                   "failed"):
+        throughput.add_column(column, justify="left" if column == "case" else "right")
+    latency = Table(title="End-to-end latency, ms: median of runs (min-max)",
+                    title_justify="left")
+    for column in ("case", "p50", "p95", "p99", "max", "broker CPU %", "failed"):
+        latency.add_column(column, justify="left" if column == "case" else "right")
+    for case in record.cases:
+        s = case["summary"]
+        failed = str(s.get("failed_runs", 0))
+        if case["case"] == "latency":
+            latency.add_row(case["label"], *(cell(s, k, ".1f") for k in
+                                               ("p50_ms", "p95_ms", "p99_ms", "max_ms")),
+                            cell(s, "broker_cpu_percent", ".0f"), failed)
+        else:
+            throughput.add_row(case["label"], cell(s, "msgs_per_s", ",.0f"),
+                               cell(s, "mb_per_s", ".1f"), cell(s, "broker_cpu_percent", ".0f"),
+                               cell(s, "client_cpu_percent", ".0f"),
+                               cell(s, "broker_peak_rss_bytes", ".0f", 1e6), failed)
+    if throughput.row_count:
+        console.print(throughput)
+    if latency.row_count:
+        console.print(latency)
+    for broker in brokers:
+        if broker.get("peak_rss_bytes_sampled") is not None:
+            console.print(f"broker [bold]{broker['name']}[/bold] peak RSS: "
+                          f"{broker['peak_rss_bytes_sampled'] / 1e6:.0f} MB sampled "
+                          f"(VmHWM {broker['peak_rss_bytes_vmhwm'] / 1e6:.0f} MB)")
+    for case in record.cases:
+        for number, run in enumerate(case["runs"], 1):
+            profile = run.get("profile")
+            if not profile or not profile["samples"]:
+                continue
+            console.print(f"\n[bold]py-spy: {case['label']} run {number}[/bold] "
+                          f"({profile['samples']} samples, {profile['path']})")
+            for name, _, share in profile["self"][:12]:
+                console.print(f"  self {share:6.1%}  {name}")
+            console.print("  hottest lines:")
+            for name, _, share in profile["self_lines"][:6]:
+                console.print(f"  self {share:6.1%}  {name}")
+
+
+# -- main -------------------------------------------------------------------------------------
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap", metavar="HOST:PORT",
+                        help="Measure this broker instead of starting an oncelog broker.")
+    parser.add_argument("--fsync-bootstrap", metavar="HOST:PORT",
+                        help="With --bootstrap: a broker that fsyncs before acks=all, for the "
+                             "fsync case (skipped otherwise).")
+    parser.add_argument("--runs", type=int, default=3, help="Runs per case (default 3).")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="Multiply every message count (default 1.0; 0.1 for a quick run).")
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help=f"Comma-separated subset of {','.join(CASES)}.")
+    parser.add_argument("--sizes", default="100,1024,16384",
+                        help="Produce-case value sizes in bytes (default 100,1024,16384).")
+    parser.add_argument("--acks", default=",".join(ACKS),
+                        help="Produce-case acks values (default 0,1,all).")
+    parser.add_argument("--latency-rate", type=float, default=2000.0,
+                        help="Messages per second in the latency case (default 2000).")
+    parser.add_argument("--latency-seconds", type=float, default=10.0,
+                        help="Length of a latency run at scale 1 (default 10).")
+    parser.add_argument("--data-dir", type=Path,
+                        help="Where started brokers keep their data (default: a temp dir, "
+                             "removed afterwards).")
+    parser.add_argument("--output", type=Path, help="The JSON file (default "
+                        "benchmarks/results/<timestamp>.json).")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="py-spy record the started broker during each measured run into "
+                             "DIR (needs py-spy: pip install -e '.[bench]'). Perturbs figures.")
+    parser.add_argument("--profile-native", action="store_true",
+                        help="With --profile: include native (C) frames.")
+    parser.add_argument("--profile-rate", type=int, default=250,
+                        help="With --profile: samples per second (default 250).")
+    parser.add_argument("--client-timeout", type=float, default=900.0,
+                        help="Hang guard per client process, in seconds (default 900).")
+    options = parser.parse_args(argv)
+    options.cases = [c.strip() for c in options.cases.split(",") if c.strip()]
+    unknown = set(options.cases) - set(CASES)
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(sorted(unknown))}; choose from "
+                     f"{', '.join(CASES)}")
+    options.sizes = [int(s) for s in options.sizes.split(",") if s.strip()]
+    options.acks = [a.strip() for a in options.acks.split(",") if a.strip()]
+    if set(options.acks) - set(ACKS) - {"-1"}:
+        parser.error("--acks takes 0, 1, all")
+    if options.runs < 1 or options.scale <= 0:
+        parser.error("--runs must be at least 1 and --scale positive")
+    return options
+
+
+def source_version() -> dict:
+    """Which oncelog code the started brokers ran (they import what this process imports)."""
+    import oncelog
+    root = Path(oncelog.__file__).resolve().parent
+    version = {"package": str(root)}
+    try:
+        version["commit"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, text=True,
+                                           capture_output=True, check=True).stdout.strip()
+        version["dirty"] = bool(subprocess.run(["git", "status", "--porcelain", "."], cwd=root,
+                                               text=True, capture_output=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        pass  # not a git checkout (an installed package, or an exported snapshot)
+    return version
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_id = f"{stamp}-{uuid.uuid4().hex[:6]}"
+    output = options.output or HERE / "results" / f"{stamp}.json"
+    own_dir = options.data_dir is None and options.bootstrap is None
+    data_dir = (Path(tempfile.mkdtemp(prefix="oncelog-bench-")) if own_dir
+                else options.data_dir)
+    record = Record()
+    brokers: list[dict] = []
+    targets: list[Target] = []
+    try:
+        throughput_cases = [c for c in ("produce", "consume", "latency") if c in options.cases]
+        if throughput_cases:
+            target = (Target("external", options.bootstrap) if options.bootstrap
+                      else start_oncelog("oncelog", data_dir, {}))
+            targets.append(target)
+            topics = Topics(target.bootstrap, run_id)
+            for case in throughput_cases:
+                globals()[f"case_{case}"](target, topics, options, record)
+            brokers.append(target.close())
+            targets.remove(target)
+        if "fsync" in options.cases:
+            if options.bootstrap and not options.fsync_bootstrap:
+                print("fsync: skipped (with --bootstrap, give --fsync-bootstrap)",
+                      file=sys.stderr)
+            else:
+                target = (Target("external-fsync", options.fsync_bootstrap)
+                          if options.bootstrap
+                          else start_oncelog("oncelog-flush-ack", data_dir,
+                                             {"log.flush.policy": "ack"}))
+                targets.append(target)
+                case_fsync(target, Topics(target.bootstrap, run_id), options, record)
+                brokers.append(target.close())
+                targets.remove(target)
+    except KeyboardInterrupt:
+        print("interrupted; writing what was measured", file=sys.stderr)
+    finally:
+        for target in targets:
+            brokers.append(target.close())
+        if own_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    for case in record.cases:
+        case["summary"] = summarize(case)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps({
+        "started": stamp, "argv": sys.argv[1:], "options": {
+            k: (str(v) if isinstance(v, Path) else v) for k, v in vars(options).items()},
+        "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                    "cpus": os.cpu_count()},
+        "oncelog": source_version(),
+        "brokers": brokers, "cases": record.cases}, indent=1))
+    print_tables(record, brokers)
+    print(f"raw runs: {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
