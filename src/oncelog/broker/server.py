@@ -1,6 +1,6 @@
 """The listener: reads frames, runs requests, writes responses in request order.
 
-Each connection is an ``asyncio.Protocol``. A frame is parsed as soon as it is complete and its
+Each connection is an ``asyncio.BufferedProtocol``. A frame is parsed as soon as it is complete and its
 request starts as a task right away, so requests pipeline (several produce requests from one
 producer are appended while earlier ones wait for their fsync). Tasks start in arrival order,
 and a produce handler makes all its appends before its first ``await``, so appends keep the
@@ -36,11 +36,19 @@ _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 64  # requests read ahead of their responses before we stop reading
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
+    """One client connection. Bytes arrive straight in ``self.buffer`` (no intermediate
+    copies: the event loop reads into it), and frames are decoded from a view of it."""
+
+    INITIAL_BUFFER = 256 * 1024
+    MIN_FREE = 64 * 1024
+
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.max_frame = broker.config["socket.request.max.bytes"]
-        self.buffer = bytearray()
+        self.buffer = bytearray(self.INITIAL_BUFFER)
+        self.view = memoryview(self.buffer)
+        self.filled = 0
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.pending: asyncio.Queue = asyncio.Queue()
@@ -50,7 +58,7 @@ class Connection(asyncio.Protocol):
         self.can_write.set()
         self.closed = False
 
-    # -- asyncio.Protocol ------------------------------------------------------------------
+    # -- asyncio.BufferedProtocol ----------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self.transport = transport
@@ -66,7 +74,7 @@ class Connection(asyncio.Protocol):
             self.writer.cancel()
         while not self.pending.empty():
             _, task, _ = self.pending.get_nowait()
-            if task is not None:
+            if isinstance(task, asyncio.Task):
                 task.cancel()
 
     def pause_writing(self) -> None:
@@ -75,26 +83,48 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.can_write.set()
 
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        buffer = self.buffer
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if len(self.buffer) - self.filled < self.MIN_FREE:
+            self._resize(max(len(self.buffer) * 2, self.filled + self.MIN_FREE))
+        return self.view[self.filled:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.filled += nbytes
         start = 0
-        while len(buffer) - start >= 4 and not self.closed:
-            (size,) = _SIZE.unpack_from(buffer, start)
+        while self.filled - start >= 4 and not self.closed:
+            (size,) = _SIZE.unpack_from(self.buffer, start)
             if size <= 0 or size > self.max_frame:
                 self.close(f"frame of {size} bytes is outside (0, socket.request.max.bytes="
                            f"{self.max_frame}]")
                 return
-            if len(buffer) - start - 4 < size:
+            end = start + 4 + size
+            if end > self.filled:
                 break
-            frame = bytes(buffer[start + 4:start + 4 + size])
-            start += 4 + size
-            self._handle_frame(frame)
-        if start:
-            del buffer[:start]
+            # Decoding copies every field out of the view, so the buffer may be reused.
+            self._handle_frame(self.view[start + 4:end])
+            start = end
+        self._keep_from(start)
         if self.pending.qsize() >= MAX_IN_FLIGHT and not self.reading_paused:
             self.reading_paused = True
             self.transport.pause_reading()
+
+    def _keep_from(self, start: int) -> None:
+        """Move the unparsed tail to the front; make room for a frame that is still arriving."""
+        remaining = self.filled - start
+        if start:
+            self.view[:remaining] = self.view[start:self.filled]
+            self.filled = remaining
+        if remaining >= 4:
+            needed = 4 + _SIZE.unpack_from(self.buffer, 0)[0] + self.MIN_FREE
+            if needed > len(self.buffer):
+                self._resize(needed)
+        elif not remaining and len(self.buffer) > 4 * self.INITIAL_BUFFER:
+            self._resize(self.INITIAL_BUFFER)  # give back the room a large frame needed
+
+    def _resize(self, size: int) -> None:
+        buffer = bytearray(size)
+        buffer[:self.filled] = self.view[:self.filled]
+        self.buffer, self.view = buffer, memoryview(buffer)
 
     # -- requests --------------------------------------------------------------------------
 
@@ -104,7 +134,7 @@ class Connection(asyncio.Protocol):
             self.closed = True
             self.transport.close()
 
-    def _handle_frame(self, frame: bytes) -> None:
+    def _handle_frame(self, frame: memoryview) -> None:
         try:
             header = messages.decode_request_header(frame)
         except KafkaError as error:

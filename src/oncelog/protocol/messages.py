@@ -90,7 +90,7 @@ def is_flexible(api_key: int, api_version: int) -> bool:
     return cls is not None and cls.flexible_version_q(api_version)
 
 
-def decode_request_header(frame: bytes) -> RequestHeader:
+def decode_request_header(frame: bytes | memoryview) -> RequestHeader:
     """Parse a request header (v1, or v2 with tagged fields for flexible versions)."""
     if len(frame) < _HEADER_FIXED.size:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"{len(frame)}-byte frame is shorter than a header")
@@ -100,7 +100,7 @@ def decode_request_header(frame: bytes) -> RequestHeader:
     if client_id_length >= 0:
         if position + client_id_length > len(frame):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "client id runs past the end of the frame")
-        client_id = frame[position:position + client_id_length].decode("utf-8", "replace")
+        client_id = bytes(frame[position:position + client_id_length]).decode("utf-8", "replace")
         position += client_id_length
     if is_flexible(api_key, api_version):
         count, position = _read_uvarint(frame, position)
@@ -113,7 +113,7 @@ def decode_request_header(frame: bytes) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, position)
 
 
-def decode_request(header: RequestHeader, frame: bytes):
+def decode_request(header: RequestHeader, frame: bytes | memoryview):
     """Decode the body; raise KafkaError(INVALID_REQUEST) for anything that does not parse."""
     cls = REQUESTS[header.api_key]
     if not 0 <= header.api_version <= cls.max_version:

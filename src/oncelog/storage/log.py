@@ -177,7 +177,7 @@ class Log:
     # -- read ------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> bytes:
+             min_one_batch: bool = True) -> bytes | memoryview:
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` of them, none
         with a base offset >= ``max_offset`` (the caller's high watermark or LSO). With
         ``min_one_batch`` the first batch comes even when larger than ``max_bytes`` (KIP-74).

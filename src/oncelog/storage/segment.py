@@ -237,7 +237,7 @@ class Segment:
         return None
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None,
-             min_one_batch: bool) -> bytes | None:
+             min_one_batch: bool) -> bytes | memoryview | None:
         """Whole batches from the one holding ``offset`` (see ``Log.read``); None when this
         segment holds nothing at or after ``offset``."""
         found = self.locate(offset)
@@ -256,7 +256,8 @@ class Segment:
             if end + size > len(data) or base_offset >= limit:
                 break
             end += size
-        return data if end == len(data) else data[:end]
+        # A view, not a slice: the bytes go on to the response encoder without another copy.
+        return data if end == len(data) else memoryview(data)[:end]
 
     def find_by_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """The first record with a timestamp >= ``timestamp`` (Kafka's ListOffsets rule)."""
