@@ -139,7 +139,8 @@ def topics_create(bootstrap, name, partitions, replication_factor, configs) -> N
     """Create topic NAME."""
     from confluent_kafka.admin import NewTopic
     config = dict(_pair(c) for c in configs)
-    future = _admin(bootstrap).create_topics(
+    admin = _admin(bootstrap)  # held: a collected client fails its futures
+    future = admin.create_topics(
         [NewTopic(name, partitions, replication_factor, config=config)], request_timeout=15)[name]
     _wait(future, f"cannot create topic {name}")
     click.echo(f"created topic {name}")
@@ -167,7 +168,7 @@ def topics_list(bootstrap) -> None:
 def topics_describe(bootstrap, name) -> None:
     """Show a topic's partitions, offsets and configs."""
     from confluent_kafka import Consumer, TopicPartition
-    from confluent_kafka.admin import ConfigResource
+    from confluent_kafka.admin import ConfigResource, ConfigSource
     metadata = _cluster_metadata(bootstrap, name)
     topic = metadata.topics.get(name)
     if topic is None or topic.error is not None:
@@ -185,12 +186,14 @@ def topics_describe(bootstrap, name) -> None:
     finally:
         consumer.close()
     resource = ConfigResource("topic", name)
-    configs = _wait(_admin(bootstrap).describe_configs([resource])[resource],
+    admin = _admin(bootstrap)
+    configs = _wait(admin.describe_configs([resource])[resource],
                     f"cannot read configs of {name}")
     click.echo("configs:")
     for key in sorted(configs):
         entry = configs[key]
-        click.echo(f"  {key}={entry.value}  ({entry.source_name if hasattr(entry, 'source_name') else entry.source})")
+        source = ConfigSource(entry.source).name.lower().replace("_", " ")
+        click.echo(f"  {key}={entry.value}  ({source})")
 
 
 @topics.command("delete")
@@ -198,7 +201,8 @@ def topics_describe(bootstrap, name) -> None:
 @click.argument("name")
 def topics_delete(bootstrap, name) -> None:
     """Delete topic NAME and all its data."""
-    future = _admin(bootstrap).delete_topics([name], request_timeout=15)[name]
+    admin = _admin(bootstrap)
+    future = admin.delete_topics([name], request_timeout=15)[name]
     _wait(future, f"cannot delete topic {name}")
     click.echo(f"deleted topic {name}")
 
@@ -266,19 +270,17 @@ def produce(bootstrap, topic, key_separator, partition, headers, acks, compressi
 @click.option("--from", "start", default="earliest", show_default=True,
               help="earliest, latest, an offset, or an ISO-8601 time (e.g. 2026-11-22T10:00).")
 @click.option("--count", "-c", type=int, default=None, help="Stop after this many records.")
-@click.option("--group", "-g", default=None,
-              help="Consume as this group (commits offsets); default: no group.")
 @click.option("--format", "output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @click.option("--exit-at-end/--follow", "-e", default=True, show_default=True,
               help="Stop at the end of every partition, or keep waiting for more.")
 @click.option("--isolation", type=click.Choice(["read_uncommitted", "read_committed"]),
               default="read_uncommitted", show_default=True)
-def consume(bootstrap, topic, start, count, group, output, exit_at_end, isolation) -> None:
+def consume(bootstrap, topic, start, count, output, exit_at_end, isolation) -> None:
     """Print records of TOPIC: 'partition:offset key value' or JSON lines."""
     from .client.reader import read_topic
     try:
-        for record in read_topic(bootstrap, topic, start=start, count=count, group=group,
+        for record in read_topic(bootstrap, topic, start=start, count=count,
                                  exit_at_end=exit_at_end, isolation_level=isolation):
             click.echo(_format_record(record, output))
     except ValueError as error:

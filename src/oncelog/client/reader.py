@@ -1,6 +1,6 @@
 """Read a topic from a chosen position, without a consumer group unless one is asked for.
 
-Positions: ``earliest``, ``latest``, an absolute offset, or an ISO-8601 time (resolved per
+No consumer group is joined and nothing is committed. Positions: ``earliest``, ``latest``, an absolute offset, or an ISO-8601 time (resolved per
 partition with ListOffsets, i.e. the first record at or after that time). With
 ``exit_at_end`` the reader stops once every partition has been read to the end it had
 when reading began. Errors become ``ValueError`` with one clear sentence.
@@ -50,20 +50,20 @@ def parse_start(start: str) -> tuple[str, int]:
 
 
 def read_topic(bootstrap: str, topic: str, *, start: str = "earliest", count: int | None = None,
-               group: str | None = None, exit_at_end: bool = True,
+               exit_at_end: bool = True,
                isolation_level: str = "read_uncommitted",
                timeout_s: float = 10.0) -> Iterator[ConsumedRecord]:
     kind, position = parse_start(start)
     quiet = logging.getLogger("oncelog.client.librdkafka")
     quiet.setLevel(logging.CRITICAL)
     consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": group or "oncelog-reader",
-        "enable.auto.commit": group is not None, "enable.partition.eof": True,
+        # assign() without a group: nothing is committed, no coordinator is needed.
+        "bootstrap.servers": bootstrap, "group.id": "oncelog-reader",
+        "enable.auto.commit": False, "enable.partition.eof": True,
         "isolation.level": isolation_level, "logger": quiet})
     try:
         partitions = _partitions(consumer, bootstrap, topic, timeout_s)
-        assignment = [TopicPartition(topic, p, position if kind == "offset" else position)
-                      for p in partitions]
+        assignment = [TopicPartition(topic, p, position) for p in partitions]
         if kind == "time":
             assignment = consumer.offsets_for_times(assignment, timeout=timeout_s)
             assignment = [TopicPartition(topic, tp.partition,

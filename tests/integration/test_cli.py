@@ -1,0 +1,92 @@
+"""The `oncelog` command, run as a user would, against a real broker process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from datetime import datetime
+
+
+def oncelog(*args: str, stdin: str | None = None, check: bool = True, timeout: float = 60):
+    result = subprocess.run([sys.executable, "-m", "oncelog", *args], input=stdin,
+                            capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_topics_lifecycle(broker):
+    b = ["--bootstrap", broker.bootstrap]
+    out = oncelog("topics", "create", "orders", "-p", "3", "-c", "retention.ms=60000", *b)
+    assert "created topic orders" in out.stdout
+    assert "orders\t3 partitions" in oncelog("topics", "list", *b).stdout
+    described = oncelog("topics", "describe", "orders", *b).stdout
+    assert "orders: 3 partitions" in described and "retention.ms=60000" in described
+    assert described.count("\t1\t[1]\t[1]\t0\t0") == 3  # leader, replicas, isr, offsets
+    again = oncelog("topics", "create", "orders", *b, check=False)
+    assert again.returncode == 1
+    assert again.stderr.count("\n") == 1 and "already exists" in again.stderr
+    assert "deleted topic orders" in oncelog("topics", "delete", "orders", *b).stdout
+    assert "orders" not in oncelog("topics", "list", *b).stdout
+
+
+def test_produce_and_consume_with_keys_headers_and_positions(broker):
+    b = ["--bootstrap", broker.bootstrap]
+    oncelog("topics", "create", "lines", "-p", "1", *b)
+    before = datetime.now().isoformat(timespec="milliseconds")
+    oncelog("produce", "lines", "-K", ":", "-H", "source=cli", *b,
+            stdin="k1:first\nk2:second\nthird\n")
+    time.sleep(0.05)
+    middle = datetime.now().isoformat(timespec="milliseconds")
+    oncelog("produce", "lines", *b, stdin="fourth\n")
+    text = oncelog("consume", "lines", *b).stdout.splitlines()
+    assert text == ["0:0 k1 first", "0:1 k2 second", "0:2 third", "0:3 fourth"]
+    records = [json.loads(line) for line in
+               oncelog("consume", "lines", "--format", "json", "-c", "2", *b).stdout.splitlines()]
+    assert [(r["key"], r["value"], r["headers"]) for r in records] == [
+        ("k1", "first", {"source": "cli"}), ("k2", "second", {"source": "cli"})]
+    assert oncelog("consume", "lines", "--from", "2", *b).stdout.splitlines() == [
+        "0:2 third", "0:3 fourth"]
+    assert oncelog("consume", "lines", "--from", middle, *b).stdout.splitlines() == ["0:3 fourth"]
+    assert len(oncelog("consume", "lines", "--from", before, *b).stdout.splitlines()) == 4
+    assert oncelog("consume", "lines", "--from", "latest", *b).stdout == ""
+
+
+def test_errors_are_one_sentence(broker, tmp_path):
+    unreachable = oncelog("topics", "list", "--bootstrap", "127.0.0.1:1", check=False,
+                          timeout=60)
+    assert unreachable.returncode == 1 and "Traceback" not in unreachable.stderr
+    assert unreachable.stderr.startswith("oncelog: ")
+    missing = oncelog("consume", "nope", "--bootstrap", broker.bootstrap, check=False)
+    assert missing.returncode == 1 and "nope" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    bad_from = oncelog("consume", "x", "--from", "yesterday-ish",
+                       "--bootstrap", broker.bootstrap, check=False)
+    assert bad_from.returncode == 1 and "--from" in bad_from.stderr
+    bad_config = oncelog("broker", "--data-dir", str(tmp_path / "d"), "--set",
+                         "num.partitions=zero", check=False)
+    assert bad_config.returncode == 1
+    assert bad_config.stderr.strip() == ("oncelog: num.partitions='zero' is invalid: "
+                                         "invalid literal for int() with base 10: 'zero'")
+    busy = oncelog("broker", "--listen", broker.bootstrap, "--data-dir",
+                   str(tmp_path / "other"), check=False)
+    assert busy.returncode == 1 and "cannot listen on" in busy.stderr
+    shared = oncelog("broker", "--listen", "127.0.0.1:0", "--data-dir", str(broker.data_dir),
+                     check=False)
+    assert shared.returncode == 1 and "in use by another broker" in shared.stderr
+
+
+def test_config_file_and_set_flags(broker_factory, tmp_path):
+    properties = tmp_path / "server.properties"
+    properties.write_text("# a stock Kafka file works\nnum.partitions=2\n"
+                          "num.network.threads=3\nlog.retention.hours=1\n")
+    broker = broker_factory(extra_args=["--config", str(properties)],
+                            settings={"num.partitions": "5"})
+    b = ["--bootstrap", broker.bootstrap]
+    oncelog("produce", "auto", *b, stdin="x\n")
+    assert "auto\t5 partitions" in oncelog("topics", "list", *b).stdout  # --set wins
+    described = oncelog("topics", "describe", "auto", *b).stdout
+    assert "retention.ms=3600000" in described
+    assert "num.network.threads" in broker.log_path.read_text()  # warned, ignored
