@@ -25,7 +25,7 @@ TOPIC = "demo-orders"
 
 
 def run_demo(records: int, data_dir: Path | None, port: int | None) -> bool:
-    console = Console()
+    console = Console(width=100) if not Console().is_terminal else Console()
     base = Path(data_dir or tempfile.mkdtemp(prefix="oncelog-demo-"))
     broker = BrokerProcess(base / "data", port=port or _preferred_port(),
                            log_path=base / "broker.log")

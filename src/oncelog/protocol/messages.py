@@ -27,6 +27,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from .api_keys import ApiKey
 from .errors import ErrorCode, KafkaError
+from .varints import read_uvarint
 
 __all__ = [
     "ApiVersionsRequest", "ApiVersionsResponse", "CreatePartitionsRequest",
@@ -70,19 +71,8 @@ class RequestHeader:
         return self.api_key in REQUESTS
 
 
-def _read_uvarint(frame: bytes, position: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if position >= len(frame):
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "truncated tagged fields in header")
-        byte = frame[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, position
-        shift += 7
-        if shift > 28:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "unsigned varint too long in header")
+def _read_uvarint(frame: bytes | memoryview, position: int) -> tuple[int, int]:
+    return read_uvarint(frame, position, 35, ErrorCode.INVALID_REQUEST, "request header")
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:

@@ -14,6 +14,7 @@ import cramjam
 
 from .batches import (COMPRESSION_MASK, HEADER_SIZE, BatchHeader, build_batch, parse_header)
 from .errors import ErrorCode, KafkaError
+from .varints import read_zigzag, write_zigzag
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -29,28 +30,10 @@ class Record:
 
 
 def _read_varint(data: bytes, position: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if position >= len(data):
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "varint runs past the end of the batch")
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-        if shift > 63:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "varint longer than 10 bytes")
+    return read_zigzag(data, position, ErrorCode.CORRUPT_MESSAGE, "record")
 
 
-def _write_varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+_write_varint = write_zigzag
 
 
 def _read_bytes(data: bytes, position: int) -> tuple[bytes | None, int]:
