@@ -537,3 +537,18 @@ def test_tag_walkers_see_a_tagged_field_when_one_is_set():
     assert [name for name, value, default in
             _tagged_values(decoded, messages.FetchResponse._struct, 12)
             if value != default] == ["current_leader"]
+
+
+@pytest.mark.parametrize("api_key, version", SERVED)
+def test_decoded_request_does_not_alias_the_receive_buffer(api_key, version):
+    """The server decodes frames from a view of its receive buffer and then reuses that
+    buffer for the next bytes; that is only safe if the decoded request holds copies."""
+    request, check = SAMPLES[api_key](version)
+    body = request.encode(version=version)
+    buffer = bytearray(header_bytes(api_key, version) + body)
+    view = memoryview(buffer)
+    decoded = decode_request(decode_request_header(view), view)
+    buffer[:] = b"\xa5" * len(buffer)  # the next frame arrives in the same memory
+    check(decoded)
+    decoded._header = None
+    assert decoded.encode(version=version) == body
