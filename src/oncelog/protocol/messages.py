@@ -16,46 +16,112 @@ from dataclasses import dataclass
 
 from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse,
                                   CreateTopicsRequest, CreateTopicsResponse,
+                                  DeleteGroupsRequest, DeleteGroupsResponse,
                                   DeleteTopicsRequest, DeleteTopicsResponse,
                                   DescribeClusterRequest, DescribeClusterResponse,
-                                  DescribeConfigsRequest, DescribeConfigsResponse)
-from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest,
-                                     ListOffsetsResponse)
-from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, MetadataRequest,
-                                     MetadataResponse)
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+                                  DescribeConfigsRequest, DescribeConfigsResponse,
+                                  DescribeGroupsRequest, DescribeGroupsResponse,
+                                  DescribeProducersRequest, DescribeProducersResponse,
+                                  ListGroupsRequest, ListGroupsResponse)
+from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest,
+                                     HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+                                     LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
+                                     ListOffsetsResponse, OffsetCommitRequest,
+                                     OffsetCommitResponse, OffsetDeleteRequest,
+                                     OffsetDeleteResponse, OffsetFetchRequest,
+                                     OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse)
+from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse,
+                                     FindCoordinatorRequest, FindCoordinatorResponse,
+                                     MetadataRequest, MetadataResponse)
+from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse,
+                                     ProduceRequest, ProduceResponse)
 
 from .api_keys import ApiKey
 from .errors import ErrorCode, KafkaError
 from .varints import read_uvarint
 
 __all__ = [
-    "ApiVersionsRequest", "ApiVersionsResponse", "CreatePartitionsRequest",
-    "CreatePartitionsResponse", "CreateTopicsRequest", "CreateTopicsResponse",
-    "DeleteTopicsRequest", "DeleteTopicsResponse", "DescribeClusterRequest",
-    "DescribeClusterResponse", "DescribeConfigsRequest", "DescribeConfigsResponse",
-    "FetchRequest", "FetchResponse", "ListOffsetsRequest", "ListOffsetsResponse",
-    "MetadataRequest", "MetadataResponse", "ProduceRequest", "ProduceResponse",
+    "ApiVersionsRequest",
+    "ApiVersionsResponse",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
+    "CreateTopicsRequest",
+    "CreateTopicsResponse",
+    "DeleteGroupsRequest",
+    "DeleteGroupsResponse",
+    "DeleteTopicsRequest",
+    "DeleteTopicsResponse",
+    "DescribeClusterRequest",
+    "DescribeClusterResponse",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResponse",
+    "DescribeGroupsRequest",
+    "DescribeGroupsResponse",
+    "DescribeProducersRequest",
+    "DescribeProducersResponse",
+    "FetchRequest",
+    "FetchResponse",
+    "FindCoordinatorRequest",
+    "FindCoordinatorResponse",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "InitProducerIdRequest",
+    "InitProducerIdResponse",
+    "JoinGroupRequest",
+    "JoinGroupResponse",
+    "LeaveGroupRequest",
+    "LeaveGroupResponse",
+    "ListGroupsRequest",
+    "ListGroupsResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
+    "MetadataRequest",
+    "MetadataResponse",
+    "OffsetCommitRequest",
+    "OffsetCommitResponse",
+    "OffsetDeleteRequest",
+    "OffsetDeleteResponse",
+    "OffsetFetchRequest",
+    "OffsetFetchResponse",
+    "ProduceRequest",
+    "ProduceResponse",
+    "SyncGroupRequest",
+    "SyncGroupResponse",
     "RequestHeader", "decode_request_header", "decode_request", "encode_response",
 ]
 
-REQUESTS = {cls.API_KEY: cls for cls in (
-    ProduceRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, ApiVersionsRequest,
-    CreateTopicsRequest, DeleteTopicsRequest, CreatePartitionsRequest, DescribeConfigsRequest,
-    DescribeClusterRequest)}
-RESPONSES = {cls.API_KEY: cls for cls in (
-    ProduceResponse, FetchResponse, ListOffsetsResponse, MetadataResponse, ApiVersionsResponse,
-    CreateTopicsResponse, DeleteTopicsResponse, CreatePartitionsResponse,
-    DescribeConfigsResponse, DescribeClusterResponse)}
+# Every codec pair the broker may serve. A pair listed here is decodable; what is served
+# (and advertised) is decided by the handler table in ``broker.dispatch``.
+_PAIRS = (
+    (ProduceRequest, ProduceResponse),
+    (FetchRequest, FetchResponse),
+    (ListOffsetsRequest, ListOffsetsResponse),
+    (MetadataRequest, MetadataResponse),
+    (ApiVersionsRequest, ApiVersionsResponse),
+    (CreateTopicsRequest, CreateTopicsResponse),
+    (DeleteTopicsRequest, DeleteTopicsResponse),
+    (CreatePartitionsRequest, CreatePartitionsResponse),
+    (DescribeConfigsRequest, DescribeConfigsResponse),
+    (DescribeClusterRequest, DescribeClusterResponse),
+    (FindCoordinatorRequest, FindCoordinatorResponse),
+    (JoinGroupRequest, JoinGroupResponse),
+    (SyncGroupRequest, SyncGroupResponse),
+    (HeartbeatRequest, HeartbeatResponse),
+    (LeaveGroupRequest, LeaveGroupResponse),
+    (OffsetCommitRequest, OffsetCommitResponse),
+    (OffsetFetchRequest, OffsetFetchResponse),
+    (ListGroupsRequest, ListGroupsResponse),
+    (DescribeGroupsRequest, DescribeGroupsResponse),
+    (DeleteGroupsRequest, DeleteGroupsResponse),
+    (OffsetDeleteRequest, OffsetDeleteResponse),
+    (InitProducerIdRequest, InitProducerIdResponse),
+    (DescribeProducersRequest, DescribeProducersResponse),
+)
+REQUESTS = {request.API_KEY: request for request, _ in _PAIRS}
+RESPONSES = {response.API_KEY: response for _, response in _PAIRS}
 
 _HEADER_FIXED = struct.Struct(">hhih")
 _CORRELATION = struct.Struct(">i")
-
-
-def register(request_class, response_class) -> None:
-    """Add a codec pair (later issues register coordinator APIs the same way)."""
-    REQUESTS[request_class.API_KEY] = request_class
-    RESPONSES[response_class.API_KEY] = response_class
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,61 @@
+"""Helpers every ``oncelog`` client command shares: the --bootstrap option, one-sentence
+failures, and confluent-kafka clients that log nothing to the terminal."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+class Failure(click.ClickException):
+    """One clear sentence, exit status 1."""
+
+    def show(self, file=None) -> None:
+        click.echo(f"oncelog: {self.message}", err=True)
+
+
+def bootstrap_option(function):
+    return click.option("--bootstrap", "-b", default=DEFAULT_BOOTSTRAP, show_default=True,
+                        metavar="HOST:PORT", help="A broker to bootstrap from.")(function)
+
+
+# -- client commands -----------------------------------------------------------------------
+
+def admin_client(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000,
+                        "logger": quiet_logger()})
+
+
+def quiet_logger() -> logging.Logger:
+    quiet = logging.getLogger("oncelog.client.librdkafka")
+    quiet.setLevel(logging.CRITICAL)
+    return quiet
+
+
+def wait_for(future, what: str, timeout: float = 15.0):
+    from confluent_kafka import KafkaException
+    try:
+        return future.result(timeout=timeout)
+    except KafkaException as error:
+        raise Failure(f"{what}: {error.args[0].str()}") from None
+    except Exception as error:  # concurrent.futures.TimeoutError and friends
+        raise Failure(f"{what}: {error or type(error).__name__}") from None
+
+
+def cluster_metadata(bootstrap: str, topic: str | None = None):
+    from confluent_kafka import KafkaException
+    try:
+        return admin_client(bootstrap).list_topics(topic=topic, timeout=10)
+    except KafkaException as error:
+        raise Failure(f"cannot reach a broker at {bootstrap}: {error.args[0].str()}") from None
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise Failure(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), value.strip()

@@ -1,0 +1,103 @@
+"""``oncelog produce`` and ``oncelog consume``: records in and out, one per line."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from . import main
+from .common import Failure, parse_pair, quiet_logger, bootstrap_option
+
+@main.command()
+@bootstrap_option
+@click.argument("topic")
+@click.option("--key-separator", "-K", metavar="SEP",
+              help="Split each input line into key and value at SEP.")
+@click.option("--partition", "-p", type=int, default=None, help="Send to this partition.")
+@click.option("--header", "-H", "headers", multiple=True, metavar="NAME=VALUE",
+              help="Add a header to every record (repeatable).")
+@click.option("--acks", type=click.Choice(["0", "1", "all"]), default="all", show_default=True)
+@click.option("--compression", type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+              default="none", show_default=True)
+@click.option("--file", "-f", "source", type=click.File("rb"), default="-",
+              help="Read records from this file, one per line [default: stdin].")
+def produce(bootstrap, topic, key_separator, partition, headers, acks, compression, source) -> None:
+    """Send one record per input line to TOPIC."""
+    from confluent_kafka import KafkaException, Producer
+    header_list = [(n, v.encode()) for n, v in (parse_pair(h) for h in headers)]
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks,
+                         "compression.type": compression, "linger.ms": 5,
+                         "message.timeout.ms": 30000, "logger": quiet_logger()})
+    failures: list[str] = []
+    delivered = 0
+
+    def on_delivery(error, message) -> None:
+        nonlocal delivered
+        if error is not None:
+            failures.append(error.str())
+        else:
+            delivered += 1
+
+    separator = key_separator.encode() if key_separator else None
+    sent = 0
+    for line in source:
+        line = line.rstrip(b"\r\n")
+        key, value = None, line
+        if separator is not None and separator in line:
+            key, value = line.split(separator, 1)
+        kwargs = {"partition": partition} if partition is not None else {}
+        try:
+            producer.produce(topic, value=value, key=key, headers=header_list or None,
+                             on_delivery=on_delivery, **kwargs)
+        except BufferError:
+            producer.poll(0.5)
+            producer.produce(topic, value=value, key=key, headers=header_list or None,
+                             on_delivery=on_delivery, **kwargs)
+        except KafkaException as error:
+            raise Failure(f"cannot produce to {topic}: {error.args[0].str()}") from None
+        sent += 1
+        producer.poll(0)
+    remaining = producer.flush(35)
+    if failures or remaining:
+        reason = failures[0] if failures else f"{remaining} records still unsent after 35 s"
+        raise Failure(f"{sent - delivered} of {sent} records were not delivered to {topic}: "
+                      f"{reason}")
+    click.echo(f"produced {delivered} records to {topic}", err=True)
+
+
+@main.command()
+@bootstrap_option
+@click.argument("topic")
+@click.option("--from", "start", default="earliest", show_default=True,
+              help="earliest, latest, an offset, or an ISO-8601 time (e.g. 2026-11-22T10:00).")
+@click.option("--count", "-c", type=int, default=None, help="Stop after this many records.")
+@click.option("--format", "output", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("--exit-at-end/--follow", "-e", default=True, show_default=True,
+              help="Stop at the end of every partition, or keep waiting for more.")
+@click.option("--isolation", type=click.Choice(["read_uncommitted", "read_committed"]),
+              default="read_uncommitted", show_default=True)
+def consume(bootstrap, topic, start, count, output, exit_at_end, isolation) -> None:
+    """Print records of TOPIC: 'partition:offset key value' or JSON lines."""
+    from ..client.reader import read_topic
+    try:
+        for record in read_topic(bootstrap, topic, start=start, count=count,
+                                 exit_at_end=exit_at_end, isolation_level=isolation):
+            click.echo(_format_record(record, output))
+    except ValueError as error:
+        raise Failure(str(error)) from None
+
+
+def _format_record(record, output: str) -> str:
+    def text(data):
+        return None if data is None else data.decode("utf-8", "backslashreplace")
+    if output == "json":
+        return json.dumps({"topic": record.topic, "partition": record.partition,
+                           "offset": record.offset, "timestamp": record.timestamp,
+                           "key": text(record.key), "value": text(record.value),
+                           "headers": {k: text(v) for k, v in record.headers}})
+    key = "" if record.key is None else text(record.key) + " "
+    return f"{record.partition}:{record.offset} {key}{text(record.value)}"
+
+

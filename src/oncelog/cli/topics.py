@@ -1,0 +1,87 @@
+"""``oncelog topics create|list|describe|delete``."""
+
+from __future__ import annotations
+
+import click
+
+from . import main
+from .common import (Failure, admin_client, bootstrap_option, cluster_metadata, parse_pair,
+                     quiet_logger, wait_for)
+
+@main.group()
+def topics() -> None:
+    """Create, list, describe and delete topics."""
+
+
+@topics.command("create")
+@bootstrap_option
+@click.argument("name")
+@click.option("--partitions", "-p", type=int, default=-1, help="[default: the broker's]")
+@click.option("--replication-factor", "-r", type=int, default=-1, help="[default: the broker's]")
+@click.option("--config", "-c", "configs", multiple=True, metavar="NAME=VALUE",
+              help="A topic config, e.g. retention.ms=60000 (repeatable).")
+def topics_create(bootstrap, name, partitions, replication_factor, configs) -> None:
+    """Create topic NAME."""
+    from confluent_kafka.admin import NewTopic
+    config = dict(parse_pair(c) for c in configs)
+    admin = admin_client(bootstrap)  # held: a collected client fails its futures
+    future = admin.create_topics(
+        [NewTopic(name, partitions, replication_factor, config=config)], request_timeout=15)[name]
+    wait_for(future, f"cannot create topic {name}")
+    click.echo(f"created topic {name}")
+
+
+@topics.command("list")
+@bootstrap_option
+def topics_list(bootstrap) -> None:
+    """List topics with their partition counts."""
+    metadata = cluster_metadata(bootstrap)
+    for name in sorted(metadata.topics):
+        click.echo(f"{name}\t{len(metadata.topics[name].partitions)} partitions")
+
+
+@topics.command("describe")
+@bootstrap_option
+@click.argument("name")
+def topics_describe(bootstrap, name) -> None:
+    """Show a topic's partitions, offsets and configs."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import ConfigResource, ConfigSource
+    metadata = cluster_metadata(bootstrap, name)
+    topic = metadata.topics.get(name)
+    if topic is None or topic.error is not None:
+        reason = topic.error.str() if topic is not None else "unknown topic"
+        raise Failure(f"cannot describe topic {name}: {reason}")
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "oncelog-cli",
+                         "enable.auto.commit": False, "logger": quiet_logger()})
+    try:
+        click.echo(f"topic {name}: {len(topic.partitions)} partitions")
+        click.echo("partition\tleader\treplicas\tisr\tstart offset\tend offset")
+        for index in sorted(topic.partitions):
+            info = topic.partitions[index]
+            low, high = consumer.get_watermark_offsets(TopicPartition(name, index), timeout=10)
+            click.echo(f"{index}\t{info.leader}\t{info.replicas}\t{info.isrs}\t{low}\t{high}")
+    finally:
+        consumer.close()
+    resource = ConfigResource("topic", name)
+    admin = admin_client(bootstrap)
+    configs = wait_for(admin.describe_configs([resource])[resource],
+                    f"cannot read configs of {name}")
+    click.echo("configs:")
+    for key in sorted(configs):
+        entry = configs[key]
+        source = ConfigSource(entry.source).name.lower().replace("_", " ")
+        click.echo(f"  {key}={entry.value}  ({source})")
+
+
+@topics.command("delete")
+@bootstrap_option
+@click.argument("name")
+def topics_delete(bootstrap, name) -> None:
+    """Delete topic NAME and all its data."""
+    admin = admin_client(bootstrap)
+    future = admin.delete_topics([name], request_timeout=15)[name]
+    wait_for(future, f"cannot delete topic {name}")
+    click.echo(f"deleted topic {name}")
+
+
