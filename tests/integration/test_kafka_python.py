@@ -17,11 +17,9 @@ def test_produce_and_consume(broker, compression):
         admin.create_topics([NewTopic(topic, 2, 1)])
     admin.close()
 
-    # Idempotence (kafka-python's default with acks=all) needs InitProducerId, which arrives
-    # with the idempotent-producer issue; until then it is switched off explicitly.
+    # kafka-python's defaults: with acks=all it is an idempotent producer.
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all",
-                             compression_type=compression, linger_ms=5,
-                             enable_idempotence=False)
+                             compression_type=compression, linger_ms=5)
     futures = [producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode(),
                              headers=[("h", b"1")], partition=i % 2) for i in range(200)]
     metadata = [f.get(timeout=20) for f in futures]

@@ -15,6 +15,7 @@ import time
 from typing import Callable
 
 from ..controller.metadata_store import LocalMetadataStore
+from ..controller.producer_ids import ProducerIdManager
 from ..partition import Flusher, PartitionManager
 from .config import BrokerConfig, ConfigError, parse_listener
 from .server import Connection
@@ -41,6 +42,7 @@ class Broker:
         self.store = LocalMetadataStore(self.data_dir)
         self.partitions = PartitionManager(config, self.store, clock)
         self.flusher = Flusher()
+        self.producer_ids = ProducerIdManager(self.store)
         self.connections: set[Connection] = set()
         self.cluster_id = ""
         self._stop: asyncio.Event | None = None

@@ -16,12 +16,15 @@ from .context import RequestContext
 from .handlers import (api_versions, create_partitions, create_topics, delete_topics,
                        describe_cluster, describe_configs, fetch, list_offsets, metadata,
                        produce)
+from .handlers import describe_producers, init_producer_id  # idempotent producer
 
 log = logging.getLogger(__name__)
 
 HANDLERS = {module.API_KEY: module for module in (
     produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics,
-    create_partitions, describe_configs, describe_cluster)}
+    create_partitions, describe_configs, describe_cluster,
+    init_producer_id, describe_producers,
+)}
 
 
 def supported(api_key: int, api_version: int) -> bool:

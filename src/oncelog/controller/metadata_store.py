@@ -37,6 +37,14 @@ class LocalMetadataStore:
         document = {"version": 1, "topics": [asdict(t) for t in topics.values()]}
         self._write_atomically(self.path, json.dumps(document, indent=1, sort_keys=True))
 
+    def load_document(self, name: str) -> dict | None:
+        """A small JSON document kept beside metadata.json (e.g. producer-id blocks)."""
+        path = self.data_dir / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def save_document(self, name: str, document: dict) -> None:
+        self._write_atomically(self.data_dir / name, json.dumps(document, sort_keys=True))
+
     def cluster_id(self, configured: str = "") -> str:
         """Read or create ``meta.properties`` (Kafka keeps the cluster id there too)."""
         meta = self.data_dir / "meta.properties"

@@ -166,7 +166,7 @@ class PartitionManager:
         log.info("topic %s grew from %d to %d partitions", name, current, count)
 
     def run_log_maintenance(self) -> None:
-        """Time-based rolls and retention; called periodically by the broker."""
+        """Time-based rolls, retention and producer-state upkeep; called periodically."""
         for partition in list(self.all_partitions()):
             partition.log.roll_if_due()
             deleted = partition.log.apply_retention()
@@ -175,6 +175,16 @@ class PartitionManager:
                          deleted, partition, partition.log_start_offset)
                 partition.high_watermark = max(partition.high_watermark,
                                                partition.log_start_offset)
+            self._maintain_producer_state(partition)
+
+    def _maintain_producer_state(self, partition) -> None:
+        """Expire idle producers (``producer.id.expiration.ms``) and snapshot what changed,
+        so a restart replays only the batches written since."""
+        expired = partition.producer_state.expire(self.clock(),
+                                                  self.config["producer.id.expiration.ms"])
+        if expired:
+            log.info("%s: %d idle producer ids expired", partition, expired)
+        partition.take_producer_snapshot()
 
     def close(self) -> None:
         for partition in self.all_partitions():

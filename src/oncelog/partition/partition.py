@@ -5,7 +5,10 @@ State owned here, changed only by this class's plain (non-async) methods:
 - ``high_watermark`` (HW): consumers read below it; a single-replica partition's ISR is just
   the leader, so every append advances it to the LEO at once;
 - ``last_stable_offset`` (LSO): equals the HW until transactions exist;
-- ``leader_epoch``: 0 on a single node; bumped by the controller in cluster mode.
+- ``leader_epoch``: 0 on a single node; bumped by the controller in cluster mode;
+- ``producer_state``: idempotence state per producer id (``producer_state.py``), snapshotted
+  on clean shutdown and periodically, rebuilt on open from the newest snapshot plus a replay
+  of the batch headers written after it.
 
 Invariants (asserted): log_start_offset <= high_watermark <= log_end_offset.
 
@@ -24,6 +27,8 @@ from typing import Callable
 from ..protocol import batches
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import AppendInfo, Log, LogConfig, OffsetAndTimestamp
+from ..storage import producer_snapshots
+from .producer_state import ProducerStateManager
 
 
 class AppendOrigin(Enum):
@@ -84,6 +89,8 @@ class Partition:
         # attempted) append, so after a restart the HW starts at the LEO.
         self.high_watermark = log.log_end_offset
         self._data_waiters: set[asyncio.Future] = set()
+        self.producer_state = ProducerStateManager(f"{topic}-{index}")
+        self._load_producer_state()
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.index}"
@@ -108,7 +115,10 @@ class Partition:
 
     def append_records(self, records: bytes | None,
                        origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
-        """Validate and append one produce request's records for this partition."""
+        """Validate and append one produce request's records for this partition.
+
+        A retried idempotent batch (same producer, epoch and sequences as one of the last
+        five) is not appended again: its original offsets are returned."""
         if not records:
             raise KafkaError(ErrorCode.INVALID_RECORD, f"{self}: produce request without records")
         if len(records) > self.settings.max_message_bytes:
@@ -117,15 +127,32 @@ class Partition:
                              f"{self.settings.max_message_bytes}")
         buffer = bytearray(records)
         headers = self._validate(buffer)
-        if self.settings.log_append_time and origin is AppendOrigin.CLIENT:
-            now = self.clock()
-            for position, header in headers:
-                batches.set_log_append_time(buffer, position, header.size, now)
+        (position, header), = headers
+        if origin is AppendOrigin.CLIENT:
+            duplicate = self._check_client_batch(header)
+            if duplicate is not None:
+                return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, -1)
+            if self.settings.log_append_time:
+                batches.set_log_append_time(buffer, position, header.size, self.clock())
         info = self.log.append(buffer, self.leader_epoch)
+        if header.has_producer_id:
+            self.producer_state.update(header, info.base_offset, self.clock())
         self.high_watermark = self.log.log_end_offset
         self._check_invariants()
         self._wake_fetchers()
         return info
+
+    def _check_client_batch(self, header: batches.BatchHeader):
+        if header.is_control:
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             f"{self}: clients may not write control batches")
+        if header.is_transactional:
+            raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                             f"{self}: transactional batch from producer {header.producer_id}, "
+                             "but transactions are not supported yet")
+        if not header.has_producer_id:
+            return None
+        return self.producer_state.check(header, partition_is_empty=self.log_end_offset == 0)
 
     def _validate(self, buffer: bytearray) -> list[tuple[int, batches.BatchHeader]]:
         headers, position, end = [], 0, len(buffer)
@@ -189,10 +216,34 @@ class Partition:
             if not waiter.done():
                 waiter.set_result(None)
 
+    # -- producer state persistence ---------------------------------------------------------
+
+    def _load_producer_state(self) -> None:
+        """Newest snapshot at or below the log end, then the batches written after it."""
+        start = self.log.log_start_offset
+        snapshot = producer_snapshots.load_latest(self.log.directory, self.log.log_end_offset)
+        if snapshot is not None:
+            offset, producers = snapshot
+            self.producer_state.load_json(producers)
+            start = max(start, offset)
+        now = self.clock()
+        for header in self.log.batch_headers(start):
+            if header.has_producer_id and header.base_offset >= start:
+                self.producer_state.replay(header, now)
+
+    def take_producer_snapshot(self) -> None:
+        if not self.producer_state.changed:
+            return
+        producer_snapshots.write_snapshot(self.log.directory, self.log.log_end_offset,
+                                          self.producer_state.to_json())
+        producer_snapshots.delete_older_than(self.log.directory, self.log.log_end_offset)
+        self.producer_state.changed = False
+
     def close(self) -> None:
-        """Clean shutdown: flush to disk first, as Kafka does."""
+        """Clean shutdown: flush to disk first, as Kafka does, and snapshot producer state."""
         self._wake_fetchers()
         self.log.flush()
+        self.take_producer_snapshot()
         self.log.close()
 
     def delete(self) -> None:

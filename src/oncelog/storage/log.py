@@ -44,9 +44,9 @@ import threading
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
-from ..protocol.batches import TIMESTAMP_TYPE_FLAG, iter_headers
+from ..protocol.batches import TIMESTAMP_TYPE_FLAG, BatchHeader, iter_headers
 from ..protocol.errors import ErrorCode, KafkaError
 from .config import LogConfig
 from .index import OffsetAndTimestamp
@@ -200,6 +200,19 @@ class Log:
             if data is not None:
                 return data
         return b""
+
+    def batch_headers(self, from_offset: int) -> Iterator[BatchHeader]:
+        """Headers of every batch whose last offset is >= ``from_offset``, in log order.
+        Reads headers only; used to rebuild producer state after a restart."""
+        self._check_open()
+        for segment in list(self._segments):
+            if segment.next_offset <= from_offset:
+                continue
+            found = segment.locate(max(from_offset, segment.base_offset))
+            if found is None:
+                continue
+            for _, header in segment._walk(found[0], segment.size):
+                yield header
 
     def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:
         """ListOffsets by timestamp: the first record (record precision) whose timestamp is

@@ -203,7 +203,33 @@ def _describe_cluster(v):
     return request, check
 
 
+def _init_producer_id(v):
+    R = messages.InitProducerIdRequest
+    request = R(transactional_id=None, transaction_timeout_ms=60000, producer_id=7,
+                producer_epoch=3)
+
+    def check(d):
+        assert d.transactional_id is None and d.transaction_timeout_ms == 60000
+        if v >= 3:
+            assert (d.producer_id, d.producer_epoch) == (7, 3)
+    return request, check
+
+
+def _describe_producers(v):
+    R = messages.DescribeProducersRequest
+    request = R(topics=[R.TopicRequest(name="orders", partition_indexes=[0, 2])])
+
+    def check(d):
+        assert [(t.name, t.partition_indexes) for t in d.topics] == [("orders", [0, 2])]
+    return request, check
+
+
+# Idempotent producer
 SAMPLES = {
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id, ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+}
+# Broker core
+SAMPLES |= {
     ApiKey.PRODUCE: _produce, ApiKey.FETCH: _fetch, ApiKey.LIST_OFFSETS: _list_offsets,
     ApiKey.METADATA: _metadata, ApiKey.API_VERSIONS: _api_versions,
     ApiKey.CREATE_TOPICS: _create_topics, ApiKey.DELETE_TOPICS: _delete_topics,
