@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 SPAWN = multiprocessing.get_context("spawn")
 
-CASES = ("produce", "consume", "latency", "fsync")
+CASES = ("produce", "consume", "latency", "idempotence", "fsync")
 DEFAULT_COUNTS = {100: 3_000_000, 1024: 1_000_000, 16384: 100_000}  # ~2-5 s each at scale 1
 ACKS = ("0", "1", "all")
 CONSUME_VALUE_BYTES = 1024
@@ -381,6 +381,26 @@ def latency_summary(values: list[float]) -> dict:
             "mean_ms": statistics.fmean(ordered)}
 
 
+def case_idempotence(target, topics, options, record) -> None:
+    """1 KiB acks=all, plain vs idempotent producer, runs interleaved so that noise on the
+    shared machine hits both alike; the table's ratio line compares their medians."""
+    count = message_count(1024, options.scale)
+    labels = {False: "produce 1 KiB acks=all, plain", True: "produce 1 KiB acks=all, idempotent"}
+    cases = {}
+    for idempotent, label in labels.items():
+        record.begin("idempotence", label, broker=target.name, value_bytes=1024, acks="all",
+                     messages=count, idempotent=idempotent)
+        cases[idempotent] = record.cases[-1]
+    for run in range(options.runs):
+        for idempotent, label in labels.items():
+            topic = topics.create(f"idem-{int(idempotent)}")
+            result = run_client("produce", options.client_timeout, bootstrap=target.bootstrap,
+                                topic=topic, value_size=1024, count=count, acks="all",
+                                extra={"enable.idempotence": idempotent})
+            record.add(target.annotate(result), None, cases[idempotent])
+            topics.delete(topic)
+
+
 def case_fsync(target, topics, options, record) -> None:
     count = message_count(1024, options.scale)
     label = "produce 1 KiB acks=all, log.flush.policy=ack"
@@ -407,10 +427,11 @@ class Record:
         print(f"{label} ...", file=sys.stderr)
         self.cases.append({"case": case, "label": label, "parameters": parameters, "runs": []})
 
-    def add(self, result: dict, profile: Path | None) -> None:
+    def add(self, result: dict, profile: Path | None, case: dict | None = None) -> None:
+        """Add a run to ``case`` (default: the case begun last)."""
         if profile is not None and profile.exists():
             result["profile"] = {"path": str(profile), **summarize_profile(profile)}
-        self.cases[-1]["runs"].append(result)
+        (case or self.cases[-1])["runs"].append(result)
         print("  " + describe_run(result), file=sys.stderr)
 
 
@@ -509,6 +530,15 @@ def print_tables(record: Record, brokers: list[dict]) -> None:
 
 # -- main -------------------------------------------------------------------------------------
 
+def print_idempotence_ratio(record: Record) -> None:
+    medians = {case["parameters"]["idempotent"]: case["summary"]["mb_per_s"]["median"]
+               for case in record.cases if case["case"] == "idempotence"
+               and case.get("summary", {}).get("mb_per_s")}
+    if len(medians) == 2 and medians[False]:
+        print(f"idempotent / plain producer throughput (1 KiB, acks=all, medians): "
+              f"{medians[True] / medians[False]:.3f}")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", metavar="HOST:PORT",
@@ -585,7 +615,8 @@ def main(argv: list[str] | None = None) -> int:
     brokers: list[dict] = []
     targets: list[Target] = []
     try:
-        throughput_cases = [c for c in ("produce", "consume", "latency") if c in options.cases]
+        throughput_cases = [c for c in ("produce", "consume", "latency", "idempotence")
+                            if c in options.cases]
         if throughput_cases:
             target = (Target("external", options.bootstrap) if options.bootstrap
                       else start_oncelog("oncelog", data_dir, {}))
@@ -626,6 +657,7 @@ def main(argv: list[str] | None = None) -> int:
         "oncelog": source_version(),
         "brokers": brokers, "cases": record.cases}, indent=1))
     print_tables(record, brokers)
+    print_idempotence_ratio(record)
     print(f"raw runs: {output}")
     return 0
 

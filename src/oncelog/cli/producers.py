@@ -1,0 +1,43 @@
+"""``oncelog producers describe TOPIC``: the idempotent producers each partition tracks."""
+
+from __future__ import annotations
+
+import click
+
+from . import main
+from .common import Failure, bootstrap_option, cluster_metadata
+
+
+@main.group()
+def producers() -> None:
+    """Inspect idempotent producers."""
+
+
+@producers.command("describe")
+@bootstrap_option
+@click.argument("topic")
+def producers_describe(bootstrap, topic) -> None:
+    """Show each partition's active producers: id, epoch, last sequence, last timestamp."""
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.errors import KafkaError
+
+    metadata = cluster_metadata(bootstrap, topic)
+    entry = metadata.topics.get(topic)
+    if entry is None or entry.error is not None:
+        reason = entry.error.str() if entry is not None and entry.error else "unknown topic"
+        raise Failure(f"cannot describe producers of {topic}: {reason}")
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    except KafkaError as error:
+        raise Failure(f"cannot reach a broker at {bootstrap}: {error}") from None
+    try:
+        states = admin.describe_producers([TopicPartition(topic, p) for p in sorted(entry.partitions)])
+    except KafkaError as error:
+        raise Failure(f"cannot describe producers of {topic}: {error}") from None
+    finally:
+        admin.close()
+    click.echo("partition\tproducer id\tepoch\tlast sequence\tlast timestamp")
+    for partition in sorted(states, key=lambda tp: tp.partition):
+        for producer in states[partition].active_producers:
+            click.echo(f"{partition.partition}\t{producer.producer_id}\t{producer.producer_epoch}"
+                       f"\t{producer.last_sequence}\t{producer.last_timestamp}")

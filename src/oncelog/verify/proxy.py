@@ -1,0 +1,268 @@
+"""A fault-injecting TCP proxy that understands Kafka framing.
+
+It forwards every client connection to one upstream broker and, by rule or at random with a
+seed, can:
+
+- **drop a response after its request was delivered** (the broker did the work, the client
+  never hears): ``drop_response_rate`` for the API keys in ``drop_api_keys`` (Produce by
+  default). With ``drop_mode="close"`` the proxy then cuts the connection, so the client
+  notices at once and retries (what a broken network looks like to it); with
+  ``"silent"`` it only swallows the response and the client waits for its request timeout;
+- **delay** traffic in both directions (``delay_ms``);
+- **cut** a connection before a request is forwarded (``cut_rate``): nothing was done.
+
+Responses that carry broker addresses (Metadata, FindCoordinator, DescribeCluster) are
+rewritten to name the proxy, so clients keep talking through it. The proxy fronts a single
+broker: every broker address is rewritten to the proxy's own.
+
+Use ``FaultProxy`` inside an event loop, or ``ProxyThread`` from synchronous code (tests, the
+verifier): it runs the proxy on its own loop in a daemon thread. Every decision comes from
+one ``random.Random(seed)``, and ``stats`` counts what was done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import struct
+import threading
+from dataclasses import dataclass, field
+
+from ..protocol import messages
+from ..protocol.api_keys import ApiKey
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_REQUEST_HEAD = struct.Struct(">hhi")
+_ADDRESS_APIS = {ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER}
+
+
+@dataclass
+class FaultRules:
+    drop_response_rate: float = 0.0
+    drop_api_keys: frozenset[int] = frozenset({ApiKey.PRODUCE})
+    drop_mode: str = "close"  # or "silent"
+    delay_ms: float = 0.0
+    cut_rate: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.drop_mode not in ("close", "silent"):
+            raise ValueError(f"drop_mode must be 'close' or 'silent', not {self.drop_mode!r}")
+        for name in ("drop_response_rate", "cut_rate"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1")
+
+
+@dataclass
+class ProxyStats:
+    connections: int = 0
+    requests: int = 0
+    dropped_responses: int = 0
+    cut_connections: int = 0
+    rewritten_responses: int = 0
+    dropped_by_api: dict[int, int] = field(default_factory=dict)
+
+
+class FaultProxy:
+    def __init__(self, upstream: str, rules: FaultRules | None = None,
+                 listen: str = "127.0.0.1:0") -> None:
+        self.upstream_host, upstream_port = upstream.rsplit(":", 1)
+        self.upstream_port = int(upstream_port)
+        self.rules = rules or FaultRules()
+        self.listen_host, listen_port = listen.rsplit(":", 1)
+        self.listen_port = int(listen_port)
+        self.random = random.Random(self.rules.seed)
+        self.stats = ProxyStats()
+        self.enabled = True  # faults can be switched off mid-run (heal)
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.listen_host}:{self.listen_port}"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.listen_host, self.listen_port)
+        self.listen_port = self._server.sockets[0].getsockname()[1]
+        log.info("fault proxy on %s -> %s:%d, rules %s", self.bootstrap, self.upstream_host,
+                 self.upstream_port, self.rules)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- one connection --------------------------------------------------------------------
+
+    async def _serve(self, client_reader, client_writer) -> None:
+        task = asyncio.current_task()
+        self._tasks.add(task)
+        self.stats.connections += 1
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(
+                self.upstream_host, self.upstream_port)
+        except OSError:
+            client_writer.close()
+            self._tasks.discard(task)
+            return
+        pending: dict[int, tuple[int, int, bool]] = {}  # correlation id -> key, version, drop
+        cut = asyncio.Event()
+        directions = [asyncio.create_task(self._requests(client_reader, upstream_writer,
+                                                         pending, cut)),
+                      asyncio.create_task(self._responses(upstream_reader, client_writer,
+                                                          pending, cut))]
+        try:
+            await cut.wait()
+        except asyncio.CancelledError:
+            pass  # the proxy is stopping; close both sides below
+        finally:
+            for direction in directions:
+                direction.cancel()
+            for writer in (client_writer, upstream_writer):
+                writer.close()
+            await asyncio.gather(*directions, return_exceptions=True)
+            self._tasks.discard(task)
+
+    async def _requests(self, reader, upstream_writer, pending, cut: asyncio.Event) -> None:
+        try:
+            while True:
+                frame = await _read_frame(reader)
+                if frame is None:
+                    return
+                await self._delay()
+                if len(frame) >= _REQUEST_HEAD.size + 4:
+                    api_key, version, correlation_id = _REQUEST_HEAD.unpack_from(frame, 4)
+                    self.stats.requests += 1
+                    if self.enabled and self.rules.cut_rate and \
+                            self.random.random() < self.rules.cut_rate:
+                        self.stats.cut_connections += 1
+                        return
+                    drop = (self.enabled and api_key in self.rules.drop_api_keys
+                            and self.random.random() < self.rules.drop_response_rate)
+                    pending[correlation_id] = (api_key, version, drop)
+                upstream_writer.write(frame)
+                await upstream_writer.drain()
+        except (OSError, asyncio.IncompleteReadError):
+            return
+        finally:
+            cut.set()
+
+    async def _responses(self, upstream_reader, client_writer, pending,
+                         cut: asyncio.Event) -> None:
+        try:
+            while True:
+                frame = await _read_frame(upstream_reader)
+                if frame is None:
+                    return
+                await self._delay()
+                (correlation_id,) = struct.unpack_from(">i", frame, 4)
+                api_key, version, drop = pending.pop(correlation_id, (None, 0, False))
+                if drop:
+                    self.stats.dropped_responses += 1
+                    self.stats.dropped_by_api[api_key] = self.stats.dropped_by_api.get(api_key, 0) + 1
+                    if self.rules.drop_mode == "close":
+                        return
+                    continue
+                if api_key in _ADDRESS_APIS:
+                    frame = self._rewrite_addresses(frame, api_key, version)
+                client_writer.write(frame)
+                await client_writer.drain()
+        except (OSError, asyncio.IncompleteReadError):
+            return
+        finally:
+            cut.set()
+
+    async def _delay(self) -> None:
+        if self.enabled and self.rules.delay_ms:
+            await asyncio.sleep(self.rules.delay_ms / 1000)
+
+    # -- address rewriting -----------------------------------------------------------------
+
+    def _rewrite_addresses(self, frame: bytes, api_key: int, version: int) -> bytes:
+        flexible = messages.is_flexible(api_key, version) and api_key != ApiKey.API_VERSIONS
+        body_start = 4 + 4 + (1 if flexible else 0)
+        try:
+            response = messages.RESPONSES[api_key].decode(frame[body_start:], version=version)
+        except Exception as error:  # leave what we cannot parse alone
+            log.warning("proxy: cannot parse %s v%d response: %s", ApiKey(api_key).name,
+                        version, error)
+            return frame
+        host, port = self.listen_host, self.listen_port
+        if api_key == ApiKey.METADATA or api_key == ApiKey.DESCRIBE_CLUSTER:
+            for broker in response.brokers:
+                broker.host, broker.port = host, port
+        elif api_key == ApiKey.FIND_COORDINATOR:
+            if version >= 4:
+                for coordinator in response.coordinators:
+                    if coordinator.error_code == 0:
+                        coordinator.host, coordinator.port = host, port
+            elif response.error_code == 0:
+                response.host, response.port = host, port
+        response._header = None  # the codec's decoder leaves this slot unset; encode reads it
+        try:
+            body = bytes(response.encode(version=version))
+        except Exception as error:
+            log.warning("proxy: cannot re-encode %s v%d response: %s", ApiKey(api_key).name,
+                        version, error)
+            return frame
+        self.stats.rewritten_responses += 1
+        payload = frame[4:body_start] + body
+        return _SIZE.pack(len(payload)) + payload
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes | None:
+    try:
+        head = await reader.readexactly(4)
+    except asyncio.IncompleteReadError:
+        return None
+    (size,) = _SIZE.unpack(head)
+    if size < 0 or size > 200 * 1024 * 1024:
+        return None
+    return head + await reader.readexactly(size)
+
+
+class ProxyThread:
+    """A ``FaultProxy`` on its own event loop in a daemon thread, for synchronous callers."""
+
+    def __init__(self, upstream: str, rules: FaultRules | None = None,
+                 listen: str = "127.0.0.1:0") -> None:
+        self.proxy = FaultProxy(upstream, rules, listen)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="fault-proxy")
+
+    @property
+    def bootstrap(self) -> str:
+        return self.proxy.bootstrap
+
+    @property
+    def stats(self) -> ProxyStats:
+        return self.proxy.stats
+
+    def set_enabled(self, enabled: bool) -> None:
+        self._loop.call_soon_threadsafe(setattr, self.proxy, "enabled", enabled)
+
+    def start(self) -> "ProxyThread":
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.proxy.start(), self._loop).result(10)
+        return self
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        asyncio.run_coroutine_threadsafe(self.proxy.stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    def __enter__(self) -> "ProxyThread":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
