@@ -62,6 +62,12 @@ def test_errors_are_one_sentence(broker, tmp_path):
     missing = oncelog("consume", "nope", "--bootstrap", broker.bootstrap, check=False)
     assert missing.returncode == 1 and "nope" in missing.stderr
     assert "Traceback" not in missing.stderr
+    ghost = oncelog("topics", "describe", "ghost", "--bootstrap", broker.bootstrap, check=False)
+    assert ghost.returncode == 1 and "cannot describe topic ghost" in ghost.stderr
+    ghost = oncelog("producers", "describe", "ghost", "--bootstrap", broker.bootstrap,
+                    check=False)
+    assert ghost.returncode == 1 and ghost.stderr.count("\n") == 1
+    assert "ghost" not in oncelog("topics", "list", "--bootstrap", broker.bootstrap).stdout
     bad_from = oncelog("consume", "x", "--from", "yesterday-ish",
                        "--bootstrap", broker.bootstrap, check=False)
     assert bad_from.returncode == 1 and "--from" in bad_from.stderr

@@ -26,8 +26,9 @@ def bootstrap_option(function):
 
 def admin_client(bootstrap: str):
     from confluent_kafka.admin import AdminClient
+    # Looking a topic up must not create it, whatever the broker's auto-creation setting.
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000,
-                        "logger": quiet_logger()})
+                        "allow.auto.create.topics": False, "logger": quiet_logger()})
 
 
 def quiet_logger() -> logging.Logger:
@@ -52,6 +53,15 @@ def cluster_metadata(bootstrap: str, topic: str | None = None):
         return admin_client(bootstrap).list_topics(topic=topic, timeout=10)
     except KafkaException as error:
         raise Failure(f"cannot reach a broker at {bootstrap}: {error.args[0].str()}") from None
+
+
+def topic_metadata(bootstrap: str, topic: str, what: str):
+    """The topic's metadata, or a Failure saying ``cannot <what> <topic>: <reason>``."""
+    entry = cluster_metadata(bootstrap, topic).topics.get(topic)
+    if entry is None or entry.error is not None:
+        reason = entry.error.str() if entry is not None and entry.error else "unknown topic"
+        raise Failure(f"cannot {what} {topic}: {reason}")
+    return entry
 
 
 def parse_pair(text: str) -> tuple[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from . import main
-from .common import Failure, bootstrap_option, cluster_metadata
+from .common import Failure, bootstrap_option, topic_metadata
 
 
 @main.group()
@@ -21,11 +21,7 @@ def producers_describe(bootstrap, topic) -> None:
     from kafka import KafkaAdminClient, TopicPartition
     from kafka.errors import KafkaError
 
-    metadata = cluster_metadata(bootstrap, topic)
-    entry = metadata.topics.get(topic)
-    if entry is None or entry.error is not None:
-        reason = entry.error.str() if entry is not None and entry.error else "unknown topic"
-        raise Failure(f"cannot describe producers of {topic}: {reason}")
+    entry = topic_metadata(bootstrap, topic, "describe producers of")
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     except KafkaError as error:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from . import main
-from .common import (Failure, admin_client, bootstrap_option, cluster_metadata, parse_pair,
-                     quiet_logger, wait_for)
+from .common import (admin_client, bootstrap_option, cluster_metadata, parse_pair,
+                     quiet_logger, topic_metadata, wait_for)
 
 @main.group()
 def topics() -> None:
@@ -47,11 +47,7 @@ def topics_describe(bootstrap, name) -> None:
     """Show a topic's partitions, offsets and configs."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import ConfigResource, ConfigSource
-    metadata = cluster_metadata(bootstrap, name)
-    topic = metadata.topics.get(name)
-    if topic is None or topic.error is not None:
-        reason = topic.error.str() if topic is not None else "unknown topic"
-        raise Failure(f"cannot describe topic {name}: {reason}")
+    topic = topic_metadata(bootstrap, name, "describe topic")
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "oncelog-cli",
                          "enable.auto.commit": False, "logger": quiet_logger()})
     try:
