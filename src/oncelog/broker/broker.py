@@ -1,8 +1,10 @@
 """The broker process: owns the state holders and runs the listener and background tasks.
 
 ``Broker.run()`` opens the data directory (locked against a second broker), loads topics,
-listens, and runs the group-commit flusher and the periodic log maintenance (time-based
-segment rolls, retention) in one ``asyncio.TaskGroup`` until ``request_stop()``.
+creates ``__consumer_offsets`` if missing and rebuilds the group coordinator from it, listens,
+and runs the group-commit flusher, the group coordinator's timer (session, join and sync
+deadlines) and the periodic log maintenance (time-based segment rolls, retention, compaction)
+in one ``asyncio.TaskGroup`` until ``request_stop()``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Callable
 
 from ..controller.metadata_store import LocalMetadataStore
 from ..controller.producer_ids import ProducerIdManager
+from ..coordinator.group import GroupConfig, GroupCoordinator
+from ..coordinator.group.offsets_topic import OffsetsTopic
 from ..partition import Flusher, PartitionManager
 from .config import BrokerConfig, ConfigError, parse_listener
 from .server import Connection
@@ -43,6 +47,9 @@ class Broker:
         self.partitions = PartitionManager(config, self.store, clock)
         self.flusher = Flusher()
         self.producer_ids = ProducerIdManager(self.store)
+        self.offsets_topic = OffsetsTopic(self.partitions, clock)
+        self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(config),
+                                                  self.offsets_topic, clock)
         self.connections: set[Connection] = set()
         self.cluster_id = ""
         self._stop: asyncio.Event | None = None
@@ -67,6 +74,8 @@ class Broker:
             log.warning("config %r is not used by oncelog; ignoring it", name)
         self.cluster_id = self.store.cluster_id(self.config["cluster.id"])
         self.partitions.load()
+        self.offsets_topic.create_if_missing(self.config)
+        self.group_coordinator.load()
         loop = asyncio.get_running_loop()
         try:
             server = await loop.create_server(lambda: Connection(self), self.listen_host,
@@ -87,7 +96,8 @@ class Broker:
         try:
             async with asyncio.TaskGroup() as tasks:
                 background = [tasks.create_task(self.flusher.run()),
-                              tasks.create_task(self._maintain_logs())]
+                              tasks.create_task(self._maintain_logs()),
+                              tasks.create_task(self.group_coordinator.timer.run())]
                 await self._stop.wait()
                 log.info("stopping broker %d", self.node_id)
                 for task in background:

@@ -114,6 +114,26 @@ BROKER_CONFIGS = {d.name: d for d in (
     ConfigDef("fetch.max.bytes", _int, str(55 * 1024 * 1024),
               "Upper bound on a fetch response's size.", minimum=1024),
     ConfigDef("cluster.id", _str, "", "Cluster id (generated and kept in meta.properties)."),
+    # Consumer groups (the group coordinator and __consumer_offsets)
+    ConfigDef("group.initial.rebalance.delay.ms", _int, "3000",
+              "How long a group starting from empty waits for more members before its first "
+              "generation.", minimum=0),
+    ConfigDef("group.min.session.timeout.ms", _int, "6000",
+              "Smallest session.timeout.ms a member may ask for.", minimum=1),
+    ConfigDef("group.max.session.timeout.ms", _int, "1800000",
+              "Largest session.timeout.ms a member may ask for.", minimum=1),
+    ConfigDef("offset.metadata.max.bytes", _int, "4096",
+              "Longest metadata string an offset commit may carry.", minimum=0),
+    ConfigDef("offsets.topic.num.partitions", _int, "50",
+              "Partitions of __consumer_offsets when it is created.", minimum=1),
+    ConfigDef("offsets.topic.segment.bytes", _int, str(100 * 1024 * 1024),
+              "Segment size of __consumer_offsets (compaction cleans sealed segments).",
+              minimum=1024),
+    ConfigDef("log.cleaner.enable", _bool, "true",
+              "Compact logs whose cleanup.policy includes compact."),
+    ConfigDef("log.cleaner.delete.retention.ms", _int, str(DAY_MS),
+              "How long compaction keeps a tombstone (a null value) after its segment is "
+              "sealed.", "delete.retention.ms", minimum=0),
 )}
 
 # Topic configs that have no broker-level counterpart.

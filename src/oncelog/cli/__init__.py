@@ -99,6 +99,7 @@ def demo(records, data_dir, port) -> None:
 def _register_commands() -> None:
     from . import records, topics  # noqa: F401  (each module adds its commands to ``main``)
     from . import producers  # noqa: F401
+    from . import groups  # noqa: F401
 
 
 _register_commands()

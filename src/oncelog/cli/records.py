@@ -78,12 +78,21 @@ def produce(bootstrap, topic, key_separator, partition, headers, acks, compressi
               help="Stop at the end of every partition, or keep waiting for more.")
 @click.option("--isolation", type=click.Choice(["read_uncommitted", "read_committed"]),
               default="read_uncommitted", show_default=True)
-def consume(bootstrap, topic, start, count, output, exit_at_end, isolation) -> None:
+@click.option("--group", "-g", default=None, metavar="GROUP",
+              help="Read as a member of consumer group GROUP from its committed offsets, "
+                   "committing what was printed (--from: where a partition without a "
+                   "committed offset starts).")
+def consume(bootstrap, topic, start, count, output, exit_at_end, isolation, group) -> None:
     """Print records of TOPIC: 'partition:offset key value' or JSON lines."""
-    from ..client.reader import read_topic
+    from ..client.reader import read_group, read_topic
     try:
-        for record in read_topic(bootstrap, topic, start=start, count=count,
-                                 exit_at_end=exit_at_end, isolation_level=isolation):
+        if group is not None:
+            records = read_group(bootstrap, topic, group, start=start, count=count,
+                                 exit_at_end=exit_at_end, isolation_level=isolation)
+        else:
+            records = read_topic(bootstrap, topic, start=start, count=count,
+                                 exit_at_end=exit_at_end, isolation_level=isolation)
+        for record in records:
             click.echo(_format_record(record, output))
     except ValueError as error:
         raise Failure(str(error)) from None

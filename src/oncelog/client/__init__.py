@@ -1,3 +1,19 @@
-"""Client-side helpers over confluent-kafka. ``reader`` reads a topic from a chosen position;
-the semantics presets (at_most_once, at_least_once, exactly_once) arrive with consumer
-groups and the idempotent producer."""
+"""Client-side helpers over confluent-kafka, named after the guarantee they give.
+
+- ``producer`` — ``producer.at_most_once`` / ``at_least_once`` / ``exactly_once``: producers.
+- ``consumer`` — ``consumer.at_most_once`` / ``at_least_once``: consumer-group members that
+  call your ``process(record)`` and commit before (at-most-once) or after (at-least-once)
+  processing; ``GuaranteedConsumer`` is the class behind them.
+- ``reader`` — reads a topic from a chosen position, without a group.
+
+The same guarantee names exist on both sides, so import the module and pick from it::
+
+    from oncelog.client import consumer
+    consumer.at_least_once("127.0.0.1:9092", "billing", ["orders"], handle).run()
+"""
+
+from . import consumer, producer, reader
+from .consumer import AT_LEAST_ONCE, AT_MOST_ONCE, GuaranteedConsumer
+
+__all__ = ["AT_LEAST_ONCE", "AT_MOST_ONCE", "GuaranteedConsumer", "consumer", "producer",
+           "reader"]

@@ -1,9 +1,17 @@
 """Read a topic from a chosen position, without a consumer group unless one is asked for.
 
-No consumer group is joined and nothing is committed. Positions: ``earliest``, ``latest``, an absolute offset, or an ISO-8601 time (resolved per
-partition with ListOffsets, i.e. the first record at or after that time). With
-``exit_at_end`` the reader stops once every partition has been read to the end it had
-when reading began. Errors become ``ValueError`` with one clear sentence.
+``read_topic``: no consumer group is joined and nothing is committed. Positions:
+``earliest``, ``latest``, an absolute offset, or an ISO-8601 time (resolved per partition
+with ListOffsets, i.e. the first record at or after that time). With ``exit_at_end`` the
+reader stops once every partition has been read to the end it had when reading began.
+
+``read_group``: as a member of a consumer group, from the group's committed offsets
+(``earliest``/``latest`` only say where a partition without one starts), committing each
+record once the caller has taken it and asked for the next — at-least-once: a crash
+repeats at most what was taken since the last commit. With ``exit_at_end`` it stops when
+every partition assigned to it has been read to its end.
+
+Errors become ``ValueError`` with one clear sentence.
 """
 
 from __future__ import annotations
@@ -113,3 +121,68 @@ def _poll(consumer: Consumer, partitions: set[int], ends: dict[int, int], count:
         yield ConsumedRecord(message.topic(), message.partition(), message.offset(),
                              message.timestamp()[1], message.key(), message.value(),
                              list(message.headers() or []))
+
+
+def read_group(bootstrap: str, topic: str, group: str, *, start: str = "earliest",
+               count: int | None = None, exit_at_end: bool = True,
+               isolation_level: str = "read_uncommitted",
+               timeout_s: float = 10.0) -> Iterator[ConsumedRecord]:
+    if start not in ("earliest", "latest"):
+        raise ValueError("in a group, reading starts at the committed offsets; --from can only "
+                         "say where a partition without one starts: earliest or latest")
+    quiet = logging.getLogger("oncelog.client.librdkafka")
+    quiet.setLevel(logging.CRITICAL)
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": start,
+        "enable.auto.commit": False, "enable.partition.eof": True,
+        "isolation.level": isolation_level, "logger": quiet})
+    assigned: set[int] = set()
+    at_end: set[int] = set()
+    taken: dict[int, int] = {}  # partition -> next offset, for records the caller has taken
+
+    def on_assign(_consumer, partitions) -> None:
+        assigned.update(p.partition for p in partitions)
+
+    def on_revoke(_consumer, partitions) -> None:
+        _commit(consumer, topic, taken)
+        for p in partitions:
+            assigned.discard(p.partition)
+            at_end.discard(p.partition)
+            taken.pop(p.partition, None)
+
+    try:
+        _partitions(consumer, bootstrap, topic, timeout_s)
+        consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+        delivered = 0
+        while count is None or delivered < count:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(message.partition())
+                    if exit_at_end and assigned and assigned <= at_end:
+                        return
+                    continue
+                raise KafkaException(error)
+            at_end.discard(message.partition())
+            yield ConsumedRecord(message.topic(), message.partition(), message.offset(),
+                                 message.timestamp()[1], message.key(), message.value(),
+                                 list(message.headers() or []))
+            taken[message.partition()] = message.offset() + 1  # the caller has it now
+            delivered += 1
+    except KafkaException as error:
+        raise ValueError(f"cannot read {topic} in group {group} from {bootstrap}: "
+                         f"{error.args[0].str()}") from None
+    finally:
+        try:
+            _commit(consumer, topic, taken)
+        finally:
+            consumer.close()
+
+
+def _commit(consumer: Consumer, topic: str, taken: dict[int, int]) -> None:
+    if taken:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in taken.items()],
+                        asynchronous=False)

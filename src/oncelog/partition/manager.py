@@ -16,6 +16,7 @@ from ..broker.config import BrokerConfig, ConfigError, validate_topic_configs
 from ..controller.metadata_store import LocalMetadataStore, TopicRecord, new_topic_id
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import Log
+from ..storage.cleaner import LogCleaner
 from .partition import Partition, TopicSettings
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class PartitionManager:
         self.store = store
         self.clock = clock
         self.topics: dict[str, Topic] = {}
+        self.cleaner = LogCleaner()
 
     def load(self) -> None:
         for record in self.store.load_topics().values():
@@ -166,16 +168,31 @@ class PartitionManager:
         log.info("topic %s grew from %d to %d partitions", name, current, count)
 
     def run_log_maintenance(self) -> None:
-        """Time-based rolls, retention and producer-state upkeep; called periodically."""
-        for partition in list(self.all_partitions()):
-            partition.log.roll_if_due()
+        """Time-based rolls, retention (``cleanup.policy`` delete), compaction (compact) and
+        producer-state upkeep; called periodically."""
+        for topic in list(self.topics.values()):
+            configs = self.effective_topic_configs(topic.record)
+            policies = set(configs["cleanup.policy"].split(","))
+            for partition in list(topic.partitions):
+                self._maintain_partition(partition, policies, configs)
+
+    def _maintain_partition(self, partition: Partition, policies: set[str],
+                            configs: dict[str, str]) -> None:
+        partition.log.roll_if_due()
+        if "compact" in policies and self.config["log.cleaner.enable"]:
+            try:
+                self.cleaner.maybe_clean(partition.log, self.clock(),
+                                         int(configs["delete.retention.ms"]))
+            except (OSError, KafkaError) as error:  # the log stays as it was; retry next time
+                log.error("%s: compaction failed: %s", partition, error)
+        if "delete" in policies:
             deleted = partition.log.apply_retention()
             if deleted:
                 log.info("retention deleted %d segments of %s; log start offset is now %d",
                          deleted, partition, partition.log_start_offset)
                 partition.high_watermark = max(partition.high_watermark,
                                                partition.log_start_offset)
-            self._maintain_producer_state(partition)
+        self._maintain_producer_state(partition)
 
     def _maintain_producer_state(self, partition) -> None:
         """Expire idle producers (``producer.id.expiration.ms``) and snapshot what changed,

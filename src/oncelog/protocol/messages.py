@@ -175,14 +175,24 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview):
     if not 0 <= header.api_version <= cls.max_version:
         raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
                          f"{cls.name} v{header.api_version} is beyond the schema's v{cls.max_version}")
+    body = memoryview(frame)[header.body_offset:]
     try:
-        request = cls.decode(memoryview(frame)[header.body_offset:], version=header.api_version)
+        # cls.decode, keeping the end position it drops: a string or bytes field cut short by
+        # the end of the frame decodes as a shorter value, and only the position tells.
+        flexible = cls.flexible_version_q(header.api_version)
+        decode = cls._struct.compiled_decode_from(header.api_version, compact=flexible,
+                                                  tagged=flexible, data_class=cls[None])
+        request, end = decode(body, 0)
     except KafkaError:
         raise
     except Exception as error:  # the codec raises assorted errors on garbage
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"cannot decode {cls.name} v{header.api_version}: "
                          f"{type(error).__name__}: {error}") from None
+    if end > len(body):
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"{cls.name} v{header.api_version} runs {end - len(body)} bytes past "
+                         "the end of its frame")
     _check_nulls(request, _null_checks(cls, header.api_version), cls.name)
     return request
 

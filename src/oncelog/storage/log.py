@@ -6,7 +6,10 @@ with their ``.index`` and ``.timeindex`` (see ``storage.segment``). Files with o
 
 Invariants:
 - There is always at least one segment; the last one is the active segment, the only one
-  written to. Segments are contiguous: each starts at the previous one's next offset.
+  written to. Segments are contiguous: each starts at the previous one's next offset —
+  except after compaction (``storage.cleaner``), which may drop batches at the end of a
+  sealed segment and so leave a gap before the next one, as Kafka's cleaner does. Segments
+  never overlap.
 - ``log_start_offset`` is the first segment's base offset, ``log_end_offset`` the active
   segment's next offset. Only ``truncate_to`` moves ``log_end_offset`` back.
 - Retention deletes whole segments from the front and never the active one. When every
@@ -14,6 +17,9 @@ Invariants:
   active segment at ``log_end_offset`` remains and the offsets carry on.
 - The segment list is replaced, never changed in place, and always under ``_lock``: ``flush``
   runs on another thread and snapshots it there. Everything else runs on the owner's thread.
+- Compaction (``storage.cleaner``) may replace a sealed segment by a copy with fewer records
+  and the same base offset; the offsets of the records it keeps never change, and the log's
+  start and end offsets stay.
 
 Durability: ``append`` is one ``os.write`` into the page cache, so a killed process (kill -9)
 loses nothing that was appended. ``flush`` fsyncs the active segment, segments sealed since
@@ -23,8 +29,9 @@ Recovery (``open``): leftover temporary files and index files without a ``.log``
 a non-active segment whose index files pass ``Segment.check_sealed`` is trusted, any other is
 rescanned with CRCs and its indexes rewritten; the active segment is always rescanned, because
 its indexes were only in memory. A torn or corrupt batch cuts its segment there. If that
-happens before the last segment, or segments do not join up, the later segments are deleted
-(Kafka's recovery does the same) so the log stays a prefix of what was written.
+happens before the last segment, or a segment overlaps the one before it, the later segments
+are deleted (Kafka's recovery does the same) so the log stays a prefix of what was written.
+A gap between segments is accepted: compaction leaves them.
 
 Divergences from Kafka: ``log_start_offset`` moves only by whole segments (no DeleteRecords,
 hence no log-start-offset checkpoint); no roll jitter; indexes are not preallocated; after a
@@ -269,6 +276,27 @@ class Log:
         with self._lock:
             self._unflushed = [segment for segment in self._unflushed if segment not in pending]
 
+    # -- compaction ------------------------------------------------------------------------
+
+    def sealed_segments(self) -> list[Segment]:
+        """Every segment but the active one (what compaction may rewrite)."""
+        self._check_open()
+        return self._segments[:-1]
+
+    def replace_sealed_segment(self, old: Segment, cleaned: Segment) -> None:
+        """Use ``cleaned`` instead of ``old``: its compacted copy, already renamed over
+        ``old``'s files and fsynced, with the same base offset and a subset of its records."""
+        self._check_open()
+        assert cleaned.base_offset == old.base_offset, (old, cleaned)
+        assert cleaned.next_offset <= old.next_offset, (old, cleaned)
+        with self._lock:
+            assert old in self._segments[:-1], (self, old)
+            self._segments = [cleaned if segment is old else segment
+                              for segment in self._segments]
+            self._unflushed = [segment for segment in self._unflushed if segment is not old]
+            self._directory_dirty = True
+        old.close()
+
     # -- retention and truncation ----------------------------------------------------------
 
     def apply_retention(self, high_watermark: int | None = None) -> int:
@@ -393,13 +421,13 @@ def _load_segments(directory: Path, base_offsets: list[int], config: LogConfig,
         problem = None if last else segment.check_sealed()
         if problem is not None:
             logger.info("%s: rebuilding indexes: %s", segment.log_path, problem)
-            cut = segment.recover(now_ms)
+            cut = segment.recover(now_ms, contiguous=False)  # compaction may have left gaps
             segment.seal()
         elif last:
             cut = segment.recover(now_ms)
-        if segments and segments[-1].next_offset != base_offset:
-            logger.warning("%s: the previous segment ends at offset %d, this one starts at %d; "
-                           "deleting it and the %d after it", segment.log_path,
+        if segments and segments[-1].next_offset > base_offset:
+            logger.warning("%s: the previous segment ends at offset %d, after this one starts "
+                           "at %d; deleting it and the %d after it", segment.log_path,
                            segments[-1].next_offset, base_offset, len(base_offsets) - i - 1)
             segment.delete()
             _delete_segment_files(directory, base_offsets[i + 1:])

@@ -5,8 +5,10 @@ stored (Kafka's on-disk format is the wire format), ``.index`` and ``.timeindex`
 indexes described in ``storage.index``.
 
 Invariants:
-- The ``.log`` file is whole batches back to back, with contiguous offsets from
+- The ``.log`` file is whole batches back to back, with increasing offsets from
   ``base_offset``; ``size`` is its length and ``next_offset`` the offset after its last record.
+  Offsets are contiguous except in a sealed segment that compaction rewrote
+  (``storage.cleaner``): dropped batches leave gaps there, as in Kafka.
 - Only the active (last) segment of a log grows. Its indexes live in memory and reach disk
   only when it is sealed (on roll) and when the log closes, so its index files may be stale or
   missing after a crash: that is why recovery always rescans the active segment, CRCs
@@ -117,6 +119,9 @@ class Segment:
             time_tail = _read_last_entry(time_index_path, TIME_ENTRY_SIZE)
         except (OSError, ValueError) as error:
             return f"index files unusable ({error})"
+        if self.size == 0 and not index_tail and not time_tail:
+            self.next_offset = self.base_offset  # compaction emptied it; it keeps its place
+            return None
         if self.size == 0 or not index_tail:
             return "the segment or its offset index is empty"
         relative_offset, position = _OFFSET_ENTRY.unpack(index_tail)
@@ -136,13 +141,16 @@ class Segment:
         self.max_timestamp = largest
         return None
 
-    def recover(self, now_ms: int) -> bool:
+    def recover(self, now_ms: int, contiguous: bool = True) -> bool:
         """Rescan every batch (lengths, offsets, CRC-32C), cut the file at the first bad one
-        and rebuild the indexes in memory. Returns True when bytes were cut off."""
+        and rebuild the indexes in memory. Returns True when bytes were cut off.
+
+        ``contiguous``: each batch must start where the previous one ended (the active
+        segment); otherwise it may start later (a sealed segment compaction left gaps in)."""
         self._offset_index = OffsetIndex(self.base_offset)
         self._time_index = TimeIndex(self.base_offset)
         self.next_offset, self.max_timestamp = self.base_offset, NO_TIMESTAMP
-        valid_size, problem = self._scan()
+        valid_size, problem = self._scan(contiguous)
         # log.roll.ms counts from the first batch's timestamp, as in Kafka, but never from the
         # future; new segments count from the clock, so old timestamps cost one roll at most.
         first_timestamp = parse_header(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp \
@@ -157,7 +165,7 @@ class Segment:
         self.size = valid_size
         return True
 
-    def _scan(self) -> tuple[int, str | None]:
+    def _scan(self, contiguous: bool) -> tuple[int, str | None]:
         """Walk, verify and track whole batches; return (valid bytes, problem or None)."""
         position, chunk, chunk_start = 0, b"", 0
         while position < self.size:
@@ -169,7 +177,7 @@ class Segment:
                 chunk, chunk_start, at = os.pread(self.fd, min(_SCAN_CHUNK, remaining),
                                                   position), position, 0
             header = parse_header(chunk, at)
-            problem = _header_problem(header, self.next_offset, remaining)
+            problem = _header_problem(header, self.next_offset, remaining, contiguous)
             if problem is not None:
                 return position, problem
             if at + header.size > len(chunk):
@@ -374,14 +382,16 @@ class Segment:
             path.unlink(missing_ok=True)
 
 
-def _header_problem(header: BatchHeader, expected_offset: int, available: int) -> str | None:
+def _header_problem(header: BatchHeader, expected_offset: int, available: int,
+                    contiguous: bool = True) -> str | None:
     if header.magic != MAGIC:
         return f"record batch magic {header.magic}"
     if header.batch_length < MIN_BATCH_LENGTH:
         return f"batch length {header.batch_length} is too small"
     if header.size > available:
         return f"a {header.size}-byte batch is torn: only {available} bytes follow"
-    if header.base_offset != expected_offset:
+    gap_allowed = not contiguous and header.base_offset > expected_offset
+    if header.base_offset != expected_offset and not gap_allowed:
         return f"base offset {header.base_offset} where {expected_offset} was expected"
     return None
 

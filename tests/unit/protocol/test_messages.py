@@ -224,8 +224,171 @@ def _describe_producers(v):
     return request, check
 
 
-# Idempotent producer
+def _find_coordinator(v):
+    request = messages.FindCoordinatorRequest(key="orders-app", key_type=0,
+                                              coordinator_keys=["orders-app", "billing"])
+
+    def check(d):
+        if v >= 4:
+            assert d.coordinator_keys == ["orders-app", "billing"]
+        else:
+            assert d.key == "orders-app"
+        assert d.key_type == 0
+    return request, check
+
+
+def _join_group(v):
+    R = messages.JoinGroupRequest
+    request = R(group_id="orders-app", session_timeout_ms=10000, rebalance_timeout_ms=30000,
+                member_id="m-1", group_instance_id="host-a", protocol_type="consumer",
+                protocols=[R.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01"),
+                           R.JoinGroupRequestProtocol(name="roundrobin", metadata=b"")],
+                reason="restart")
+
+    def check(d):
+        assert (d.group_id, d.session_timeout_ms, d.member_id, d.protocol_type) == (
+            "orders-app", 10000, "m-1", "consumer")
+        assert [(p.name, bytes(p.metadata)) for p in d.protocols] == [
+            ("range", b"\x00\x01"), ("roundrobin", b"")]
+        assert d.rebalance_timeout_ms == (30000 if v >= 1 else -1)
+        assert d.group_instance_id == ("host-a" if v >= 5 else None)
+        assert d.reason == ("restart" if v >= 8 else None)
+    return request, check
+
+
+def _sync_group(v):
+    R = messages.SyncGroupRequest
+    request = R(group_id="orders-app", generation_id=3, member_id="m-1",
+                group_instance_id="host-a", protocol_type="consumer", protocol_name="range",
+                assignments=[R.SyncGroupRequestAssignment(member_id="m-1", assignment=b"\x07")])
+
+    def check(d):
+        assert (d.group_id, d.generation_id, d.member_id) == ("orders-app", 3, "m-1")
+        assert [(a.member_id, bytes(a.assignment)) for a in d.assignments] == [("m-1", b"\x07")]
+        assert d.group_instance_id == ("host-a" if v >= 3 else None)
+        assert d.protocol_name == ("range" if v >= 5 else None)
+    return request, check
+
+
+def _heartbeat(v):
+    request = messages.HeartbeatRequest(group_id="orders-app", generation_id=3, member_id="m-1",
+                                        group_instance_id="host-a")
+
+    def check(d):
+        assert (d.group_id, d.generation_id, d.member_id) == ("orders-app", 3, "m-1")
+        assert d.group_instance_id == ("host-a" if v >= 3 else None)
+    return request, check
+
+
+def _leave_group(v):
+    R = messages.LeaveGroupRequest
+    request = R(group_id="orders-app", member_id="m-1", members=[
+        R.MemberIdentity(member_id="m-1", group_instance_id=None, reason="bye"),
+        R.MemberIdentity(member_id="", group_instance_id="host-b", reason=None)])
+
+    def check(d):
+        assert d.group_id == "orders-app"
+        if v >= 3:
+            assert [(m.member_id, m.group_instance_id) for m in d.members] == [
+                ("m-1", None), ("", "host-b")]
+        else:
+            assert d.member_id == "m-1"
+    return request, check
+
+
+def _offset_commit(v):
+    R = messages.OffsetCommitRequest
+    T = R.OffsetCommitRequestTopic
+    request = R(group_id="orders-app", generation_id_or_member_epoch=3, member_id="m-1",
+                group_instance_id=None, retention_time_ms=-1, topics=[T(name="orders", partitions=[
+                    T.OffsetCommitRequestPartition(partition_index=2, committed_offset=41,
+                                                   committed_leader_epoch=0,
+                                                   committed_metadata="batch-7"),
+                    T.OffsetCommitRequestPartition(partition_index=0, committed_offset=0,
+                                                   committed_metadata=None)])])
+
+    def check(d):
+        assert (d.group_id, d.generation_id_or_member_epoch, d.member_id) == (
+            "orders-app", 3, "m-1")
+        [topic] = d.topics
+        assert topic.name == "orders"
+        assert [(p.partition_index, p.committed_offset, p.committed_metadata)
+                for p in topic.partitions] == [(2, 41, "batch-7"), (0, 0, None)]
+    return request, check
+
+
+def _offset_fetch(v):
+    R = messages.OffsetFetchRequest
+    request = R(group_id="orders-app", topics=[R.OffsetFetchRequestTopic(
+        name="orders", partition_indexes=[0, 2])], require_stable=True, groups=[
+        R.OffsetFetchRequestGroup(group_id="orders-app", topics=[
+            R.OffsetFetchRequestGroup.OffsetFetchRequestTopics(name="orders",
+                                                               partition_indexes=[0, 2])]),
+        R.OffsetFetchRequestGroup(group_id="billing", topics=None)])
+
+    def check(d):
+        if v >= 8:
+            assert [g.group_id for g in d.groups] == ["orders-app", "billing"]
+            assert d.groups[1].topics is None
+            assert [(t.name, t.partition_indexes) for t in d.groups[0].topics] == [
+                ("orders", [0, 2])]
+        else:
+            assert d.group_id == "orders-app"
+            assert [(t.name, t.partition_indexes) for t in d.topics] == [("orders", [0, 2])]
+    return request, check
+
+
+def _list_groups(v):
+    request = messages.ListGroupsRequest(states_filter=["Stable"], types_filter=["classic"])
+
+    def check(d):
+        assert d.states_filter == (["Stable"] if v >= 4 else [])
+        assert d.types_filter == (["classic"] if v >= 5 else [])
+    return request, check
+
+
+def _describe_groups(v):
+    request = messages.DescribeGroupsRequest(groups=["orders-app", "billing"],
+                                             include_authorized_operations=True)
+
+    def check(d):
+        assert d.groups == ["orders-app", "billing"]
+        assert d.include_authorized_operations is (v >= 3)
+    return request, check
+
+
+def _delete_groups(v):
+    request = messages.DeleteGroupsRequest(groups_names=["orders-app", "billing"])
+
+    def check(d):
+        assert d.groups_names == ["orders-app", "billing"]
+    return request, check
+
+
+def _offset_delete(v):
+    R = messages.OffsetDeleteRequest
+    T = R.OffsetDeleteRequestTopic
+    request = R(group_id="orders-app", topics=[T(name="orders", partitions=[
+        T.OffsetDeleteRequestPartition(partition_index=1)])])
+
+    def check(d):
+        assert d.group_id == "orders-app"
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in d.topics] == [
+            ("orders", [1])]
+    return request, check
+
+
+# Consumer groups
 SAMPLES = {
+    ApiKey.FIND_COORDINATOR: _find_coordinator, ApiKey.JOIN_GROUP: _join_group,
+    ApiKey.SYNC_GROUP: _sync_group, ApiKey.HEARTBEAT: _heartbeat,
+    ApiKey.LEAVE_GROUP: _leave_group, ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch, ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.DESCRIBE_GROUPS: _describe_groups, ApiKey.DELETE_GROUPS: _delete_groups,
+    ApiKey.OFFSET_DELETE: _offset_delete,
+}
+# Idempotent producer
+SAMPLES |= {
     ApiKey.INIT_PRODUCER_ID: _init_producer_id, ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
 }
 # Broker core

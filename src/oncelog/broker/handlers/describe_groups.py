@@ -1,0 +1,64 @@
+"""DescribeGroups (API key 15), versions 0-6.
+
+Behaviour: per group, its state, protocol type and protocol, and its live members (member
+id, group instance id, client id and host); once the group is Stable, each member's
+subscription metadata and assignment too (Kafka's ``GroupMetadata.summary``). A group that
+does not exist is reported as Dead with no error before v6, and GROUP_ID_NOT_FOUND from v6
+(KIP-1043). Authorized operations (v3+), when asked for, are those Kafka allows without an
+authorizer: READ, DELETE, DESCRIBE.
+Version notes: v4 adds group_instance_id; v5 flexible; v6 error messages.
+"""
+
+from __future__ import annotations
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import DescribeGroupsResponse
+from ..context import RequestContext
+
+API_KEY = ApiKey.DESCRIBE_GROUPS
+VERSIONS = range(0, 7)
+
+Described = DescribeGroupsResponse.DescribedGroup
+DescribedMember = Described.DescribedGroupMember
+NOT_REQUESTED = None  # the codec writes None as INT32_MIN: "not requested"
+READ, DELETE, DESCRIBE = 3, 6, 8  # Kafka's AclOperation codes; the codec takes the bit set
+GROUP_OPERATIONS = {READ, DELETE, DESCRIBE}
+
+
+async def handle(ctx: RequestContext, request) -> DescribeGroupsResponse:
+    operations = (GROUP_OPERATIONS if ctx.api_version >= 3
+                  and request.include_authorized_operations else NOT_REQUESTED)
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[
+        _describe(ctx, group_id, operations) for group_id in request.groups])
+
+
+def _describe(ctx: RequestContext, group_id: str, operations) -> Described:
+    error, summary = ctx.broker.group_coordinator.describe_group(group_id)
+    if error is not ErrorCode.NONE:
+        return _error(group_id, error, None)
+    if summary is None:
+        if ctx.api_version >= 6:
+            return _error(group_id, ErrorCode.GROUP_ID_NOT_FOUND,
+                          f"group {group_id!r} does not exist")
+        return _error(group_id, ErrorCode.NONE, None)
+    return Described(
+        error_code=ErrorCode.NONE, error_message=None, group_id=group_id,
+        group_state=summary.state.value, protocol_type=summary.protocol_type,
+        protocol_data=summary.protocol_name, authorized_operations=operations,
+        members=[DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                 client_id=m.client_id, client_host=m.client_host,
+                                 member_metadata=m.metadata,
+                                 member_assignment=m.assignment)
+                 for m in summary.members])
+
+
+def _error(group_id: str, code: ErrorCode, message: str | None) -> Described:
+    return Described(error_code=code, error_message=message, group_id=group_id,
+                     group_state="Dead", protocol_type="", protocol_data="", members=[],
+                     authorized_operations=NOT_REQUESTED)
+
+
+def error_response(request, code: ErrorCode, message: str | None) -> DescribeGroupsResponse:
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[
+        _error(group_id, code, message) for group_id in request.groups])

@@ -1,0 +1,61 @@
+"""FindCoordinator (API key 10), versions 0-4.
+
+Behaviour: a group key (key type 0) is answered with this broker when it coordinates the
+group's partition of ``__consumer_offsets`` (a single broker coordinates them all once the
+topic is loaded), otherwise COORDINATOR_NOT_AVAILABLE, which clients retry. Transaction keys
+(type 1) get INVALID_REQUEST until transactions exist, rather than a retriable code a
+transactional producer would retry until its timeout; other key types get INVALID_REQUEST.
+Version notes: v1 adds key_type and error_message; v3 is flexible; v4 (KIP-699) batches keys
+in coordinator_keys, answered one entry each. v5 (KIP-890) and v6 (share groups) are not
+served.
+"""
+
+from __future__ import annotations
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import FindCoordinatorResponse
+from ..context import RequestContext
+
+API_KEY = ApiKey.FIND_COORDINATOR
+VERSIONS = range(0, 5)
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+Coordinator = FindCoordinatorResponse.Coordinator
+
+
+async def handle(ctx: RequestContext, request) -> FindCoordinatorResponse:
+    key_type = request.key_type if ctx.api_version >= 1 else GROUP_KEY
+    if ctx.api_version >= 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            _find(ctx, key, key_type) for key in request.coordinator_keys])
+    found = _find(ctx, request.key, key_type)
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=found.error_code,
+                                   error_message=found.error_message, node_id=found.node_id,
+                                   host=found.host, port=found.port)
+
+
+def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    if key_type == TRANSACTION_KEY:
+        return _error(key, ErrorCode.INVALID_REQUEST,
+                      "transaction coordinators do not exist yet: transactions are not supported")
+    if key_type != GROUP_KEY:
+        return _error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+    if not ctx.broker.group_coordinator.is_coordinator_for(key):
+        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                      "__consumer_offsets is not loaded on this broker")
+    return Coordinator(key=key, node_id=ctx.broker.node_id, host=ctx.broker.advertised_host,
+                       port=ctx.broker.advertised_port, error_code=ErrorCode.NONE,
+                       error_message=None)
+
+
+def _error(key: str, code: ErrorCode, message: str | None) -> Coordinator:
+    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=code,
+                       error_message=message)
+
+
+def error_response(request, code: ErrorCode, message: str | None) -> FindCoordinatorResponse:
+    keys = list(request.coordinator_keys or []) or [request.key or ""]
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                   node_id=-1, host="", port=-1,
+                                   coordinators=[_error(key, code, message) for key in keys])

@@ -1,0 +1,74 @@
+"""OffsetCommit (API key 8), versions 2-9.
+
+Behaviour: per partition, the committed offset, leader epoch and metadata are written to
+``__consumer_offsets`` (one batch per request) and become what OffsetFetch returns; the
+metadata string round-trips unchanged (null is stored as "", as Kafka does). Members commit
+with their generation (ILLEGAL_GENERATION when stale, UNKNOWN_MEMBER_ID when not a member,
+REBALANCE_IN_PROGRESS before their assignment); anyone may commit to a group without members
+with generation -1. Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION,
+OFFSET_METADATA_TOO_LARGE (``offset.metadata.max.bytes``). With ``log.flush.policy=ack``
+the response waits for the fsync of that partition of ``__consumer_offsets``.
+Version notes: v2-v4 carry retention_time_ms, accepted and ignored (offsets are kept until
+deleted); v6 adds the leader epoch; v7 group_instance_id; v8 flexible; v9 is v8 for classic
+groups. v10 names topics by id and is not served.
+"""
+
+from __future__ import annotations
+
+from ...coordinator.group import OffsetAndMetadata
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages import OffsetCommitResponse
+from ..context import RequestContext
+
+API_KEY = ApiKey.OFFSET_COMMIT
+VERSIONS = range(2, 10)
+
+TopicResult = OffsetCommitResponse.OffsetCommitResponseTopic
+PartitionResult = TopicResult.OffsetCommitResponsePartition
+
+
+async def handle(ctx: RequestContext, request) -> OffsetCommitResponse:
+    version = ctx.api_version
+    coordinator = ctx.broker.group_coordinator
+    results: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            if not _exists(ctx, topic.name, p.partition_index):
+                results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[key] = OffsetAndMetadata(
+                p.committed_offset, p.committed_leader_epoch if version >= 6 else -1,
+                p.committed_metadata or "")
+    results.update(coordinator.commit_offsets(
+        request.group_id, request.member_id,
+        request.group_instance_id if version >= 7 else None,
+        request.generation_id_or_member_epoch, offsets))
+    if ctx.broker.config["log.flush.policy"] == "ack" and ErrorCode.NONE in results.values():
+        try:
+            await ctx.broker.offsets_topic.wait_for_flush(
+                coordinator.partition_for(request.group_id), ctx.broker.flusher)
+        except KafkaError:
+            results = {k: (ErrorCode.NOT_COORDINATOR if code is ErrorCode.NONE else code)
+                       for k, code in results.items()}
+    return _response(request, lambda topic, partition: results[(topic, partition)])
+
+
+def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    found = ctx.partitions.topics.get(topic)
+    return found is not None and 0 <= partition < len(found.partitions)
+
+
+def _response(request, code_of) -> OffsetCommitResponse:
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        TopicResult(name=t.name, partitions=[
+            PartitionResult(partition_index=p.partition_index,
+                            error_code=code_of(t.name, p.partition_index))
+            for p in t.partitions])
+        for t in request.topics])
+
+
+def error_response(request, code: ErrorCode, message: str | None) -> OffsetCommitResponse:
+    return _response(request, lambda topic, partition: code)

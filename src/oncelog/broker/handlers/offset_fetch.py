@@ -1,0 +1,72 @@
+"""OffsetFetch (API key 9), versions 1-9.
+
+Behaviour: the committed offset, leader epoch and metadata of each requested partition;
+-1 and "" where nothing is committed (no error, as in Kafka). A null topic list (v2+) means
+every partition the group has committed. There are no transactional offsets yet, so
+require_stable never has anything to wait for.
+Version notes: v1 reports group errors per partition; v2 adds the top-level error and null
+topics; v5 the leader epoch; v6 flexible; v7 require_stable; v8 (KIP-709) several groups per
+request; v9 adds a member id and epoch, which only KIP-848 groups check. v10 names topics by
+id and is not served.
+"""
+
+from __future__ import annotations
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import OffsetFetchResponse
+from ..context import RequestContext
+
+API_KEY = ApiKey.OFFSET_FETCH
+VERSIONS = range(1, 10)
+
+Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+Partition = Topic.OffsetFetchResponsePartition
+Group = OffsetFetchResponse.OffsetFetchResponseGroup
+GroupTopic = Group.OffsetFetchResponseTopics
+GroupPartition = GroupTopic.OffsetFetchResponsePartitions
+
+
+def _requested(topics) -> list[tuple[str, int]] | None:
+    if topics is None:
+        return None
+    return [(t.name, index) for t in topics for index in t.partition_indexes]
+
+
+async def handle(ctx: RequestContext, request) -> OffsetFetchResponse:
+    coordinator = ctx.broker.group_coordinator
+    if ctx.api_version >= 8:
+        groups = []
+        for group in request.groups:
+            error, offsets = coordinator.fetch_offsets(group.group_id, _requested(group.topics))
+            groups.append(Group(group_id=group.group_id, error_code=error,
+                                topics=_topics(offsets, GroupTopic, GroupPartition, error)))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    requested = _requested(request.topics)
+    error, offsets = coordinator.fetch_offsets(request.group_id, requested)
+    if error is not ErrorCode.NONE:
+        return error_response(request, error, None)
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                               topics=_topics(offsets, Topic, Partition, ErrorCode.NONE))
+
+
+def _topics(offsets: dict, topic_class, partition_class, error: ErrorCode) -> list:
+    by_topic: dict[str, list] = {}
+    for (topic, index), committed in sorted(offsets.items()):
+        by_topic.setdefault(topic, []).append(partition_class(
+            partition_index=index,
+            committed_offset=committed.offset if committed else -1,
+            committed_leader_epoch=committed.leader_epoch if committed else -1,
+            metadata=committed.metadata if committed else "", error_code=error))
+    return [topic_class(name=name, partitions=partitions)
+            for name, partitions in by_topic.items()]
+
+
+def error_response(request, code: ErrorCode, message: str | None) -> OffsetFetchResponse:
+    """v2+ carry a group-level error (top-level, or per group from v8); v1 only per
+    partition, so every requested partition gets it (Kafka's getErrorResponse)."""
+    failed = {partition: None for partition in _requested(request.topics) or []}
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=code,
+                               topics=_topics(failed, Topic, Partition, code),
+                               groups=[Group(group_id=g.group_id, error_code=code, topics=[])
+                                       for g in request.groups or []])
