@@ -35,6 +35,13 @@ class ConsumedRecord:
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
 
+    @classmethod
+    def from_message(cls, message) -> "ConsumedRecord":
+        """From a confluent_kafka.Message that carries a record (not an error)."""
+        return cls(message.topic(), message.partition(), message.offset(),
+                   message.timestamp()[1], message.key(), message.value(),
+                   list(message.headers() or []))
+
 
 def parse_start(start: str) -> tuple[str, int]:
     """-> ("offset", n) for earliest/latest/offsets, ("time", ms) for ISO times."""
@@ -118,9 +125,7 @@ def _poll(consumer: Consumer, partitions: set[int], ends: dict[int, int], count:
                 continue
             raise KafkaException(error)
         delivered += 1
-        yield ConsumedRecord(message.topic(), message.partition(), message.offset(),
-                             message.timestamp()[1], message.key(), message.value(),
-                             list(message.headers() or []))
+        yield ConsumedRecord.from_message(message)
 
 
 def read_group(bootstrap: str, topic: str, group: str, *, start: str = "earliest",
@@ -167,9 +172,7 @@ def read_group(bootstrap: str, topic: str, group: str, *, start: str = "earliest
                     continue
                 raise KafkaException(error)
             at_end.discard(message.partition())
-            yield ConsumedRecord(message.topic(), message.partition(), message.offset(),
-                                 message.timestamp()[1], message.key(), message.value(),
-                                 list(message.headers() or []))
+            yield ConsumedRecord.from_message(message)
             taken[message.partition()] = message.offset() + 1  # the caller has it now
             delivered += 1
     except KafkaException as error:
