@@ -96,7 +96,11 @@ def _consumer(bootstrap: str, extra: dict | None = None) -> Consumer:
     return Consumer(_quiet({"bootstrap.servers": bootstrap,
                             "group.id": f"oncelog-bench-{os.getpid()}-{time.time_ns()}",
                             "enable.auto.commit": False, "enable.auto.offset.store": False,
-                            "auto.offset.reset": "earliest", **(extra or {})}))
+                            "auto.offset.reset": "earliest",
+                            # librdkafka 2.x pauses fetching for this long whenever its local
+                            # queue is full (the Python loop drains slower than the broker
+                            # fills it); its 1000 ms default turns into idle seconds here.
+                            "fetch.queue.backoff.ms": 10, **(extra or {})}))
 
 
 def consume(bootstrap: str, topic: str, batch: int = 10_000) -> dict:
