@@ -154,3 +154,24 @@ def test_acks0_failure_closes_connection(broker, topic):
         conn.send_frame(conn.header(0, 9) + bytes(request.encode(version=9)))
         assert conn.is_closed_by_peer()
     assert_broker_healthy(broker)
+
+
+def test_absurd_partition_counts_are_refused_quickly(broker, topic):
+    """Regression: the broker fuzz test once left the broker unresponsive; a mutated
+    CreateTopics can ask for hundreds of thousands of partitions, and opening that many logs
+    on the event loop stalled every connection. Counts above max.partitions.per.topic are
+    now INVALID_PARTITIONS, answered at once."""
+    from oncelog.protocol.messages import CreatePartitionsRequest, CreateTopicsRequest
+    C = CreateTopicsRequest.CreatableTopic
+    with RawConnection(broker.bootstrap) as conn:
+        response = conn.request(CreateTopicsRequest(topics=[C(
+            name="huge", num_partitions=500_000, replication_factor=1, assignments=[],
+            configs=[])], timeout_ms=1000, validate_only=False), 7)
+        assert response.topics[0].error_code == ErrorCode.INVALID_PARTITIONS
+        assert "max.partitions.per.topic" in response.topics[0].error_message
+        grow = conn.request(CreatePartitionsRequest(topics=[
+            CreatePartitionsRequest.CreatePartitionsTopic(name=topic, count=500_000,
+                                                          assignments=None)],
+            timeout_ms=1000, validate_only=False), 3)
+        assert grow.results[0].error_code == ErrorCode.INVALID_PARTITIONS
+    assert_broker_healthy(broker)

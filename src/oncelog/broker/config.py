@@ -70,6 +70,9 @@ BROKER_CONFIGS = {d.name: d for d in (
     ConfigDef("log.dirs", _str, "", "The data directory (defaults to ~/.local/share/oncelog)."),
     ConfigDef("num.partitions", _int, "1", "Partitions of a topic created without a count.",
               minimum=1),
+    ConfigDef("max.partitions.per.topic", _int, "10000",
+              "oncelog's own: larger partition counts are refused with INVALID_PARTITIONS "
+              "(creating partitions runs on the event loop).", minimum=1),
     ConfigDef("default.replication.factor", _int, "1", "Replication factor of auto-created topics.",
               minimum=1),
     ConfigDef("auto.create.topics.enable", _bool, "true",

@@ -118,6 +118,7 @@ class PartitionManager:
         if num_partitions <= 0:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"number of partitions must be positive, got {num_partitions}")
+        self._check_partition_limit(name, num_partitions)
         if replication_factor == -1:
             replication_factor = self.config["default.replication.factor"]
         if replication_factor != 1:
@@ -140,6 +141,15 @@ class PartitionManager:
                  f" and configs {configs}" if configs else "")
         return topic
 
+    def _check_partition_limit(self, name: str, count: int) -> None:
+        """A fuzzed or mistyped count (CreateTopics with 500,000 partitions) must not stall
+        the broker while it opens that many logs on the event loop."""
+        limit = self.config["max.partitions.per.topic"]
+        if count > limit:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"topic {name!r}: {count} partitions exceeds "
+                             f"max.partitions.per.topic={limit}")
+
     def delete_topic(self, name: str) -> Topic:
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
@@ -158,6 +168,7 @@ class PartitionManager:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"topic {name!r} has {current} partitions; the new count {count} "
                              "must be larger")
+        self._check_partition_limit(name, count)
         if validate_only:
             return
         settings = self.topic_settings(topic.record)
