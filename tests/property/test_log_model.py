@@ -20,17 +20,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from oncelog.protocol.batches import iter_headers
 from oncelog.protocol.records import decode_records, make_batch
 from oncelog.storage import Log, LogConfig
+from tests.fake_clock import FakeClock
 
 VALUES = st.lists(st.binary(max_size=40), min_size=1, max_size=6)
 CODECS = st.sampled_from([0, 0, 0, 1, 2, 3, 4])
-
-
-class FakeClock:
-    def __init__(self, now: int = 1_700_000_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def decode(data: bytes) -> list[tuple[int, bytes]]:

@@ -15,18 +15,9 @@ from oncelog.protocol.records import GZIP, decode_records, make_batch
 from oncelog.storage import Log, LogConfig
 from oncelog.storage.cleaner import TEMPORARY_DIRECTORY, LogCleaner, clean
 from oncelog.storage.segment import INDEX_SUFFIX, segment_file
+from tests.fake_clock import START_MS, FakeClock
 
 DAY_MS = 24 * 3600 * 1000
-START_MS = 1_700_000_000_000
-
-
-class FakeClock:
-    def __init__(self, now: int = START_MS) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
 
 def open_log(path: Path, clock: FakeClock, segment_bytes: int = 1024) -> Log:
     return Log.open(path / "__consumer_offsets-0", LogConfig(segment_bytes=segment_bytes), clock)

@@ -17,18 +17,9 @@ from oncelog.protocol.batches import (HEADER_SIZE, iter_headers, parse_header,
 from oncelog.protocol.errors import ErrorCode, KafkaError
 from oncelog.protocol.records import decode_records, make_batch
 from oncelog.storage import Log, LogConfig, OffsetAndTimestamp
+from tests.fake_clock import FakeClock
 
 DAY_MS = 24 * 3600 * 1000
-START_MS = 1_700_000_000_000
-
-
-class FakeClock:
-    def __init__(self, now: int = START_MS) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
 
 @pytest.fixture
 def clock() -> FakeClock:
