@@ -5,7 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
-DEBIAN_PACKAGES=(kcat)   # kcat: one of the four real clients the integration tests use
+# kcat: one of the four real clients the integration tests use
+DEBIAN_PACKAGES=(kcat)
+# PySpark runs on a JVM: Spark 4 needs Java 17 or newer.
+if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then
+    DEBIAN_PACKAGES+=(openjdk-17-jre-headless)
+fi
+# The PostgreSQL sink's tests start a real server (initdb + postgres) of their own.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    DEBIAN_PACKAGES+=(postgresql)
+fi
 
 missing=()
 for package in "${DEBIAN_PACKAGES[@]}"; do
@@ -25,5 +34,5 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 echo "setup: installing oncelog and its pinned dependencies into .venv"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,spark,postgresql,verify]'
 touch .venv/.installed

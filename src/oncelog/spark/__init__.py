@@ -1,0 +1,32 @@
+"""The data pipeline on PySpark: a Kafka source for Spark 4 and sinks that write exactly once.
+
+``register(spark)`` makes ``spark.readStream.format("oncelog")`` and
+``spark.read.format("oncelog")`` available. The source takes the options and produces the
+schema of Spark's own Kafka connector (``kafka.bootstrap.servers``, ``subscribe``,
+``startingOffsets``, ...; columns key, value, topic, partition, offset, timestamp,
+timestampType, headers), so existing code ports by changing the format name. It reads any
+Kafka-protocol broker — oncelog's or an Apache Kafka cluster — through confluent-kafka.
+
+Modules:
+- ``options``   the source's options, checked on the driver before a query starts
+- ``offsets``   per-partition offsets as Spark's checkpoint stores them, and rate limiting
+- ``cluster``   driver-side lookups: partitions, earliest/latest offsets, offsets for times
+- ``ranges``    one offset range, read on an executor into Arrow record batches
+- ``source``    the Data Source, its batch reader and its stream reader
+- ``session``   a local SparkSession with the settings PySpark's Python workers need
+- ``sinks``     exactly-once sinks: files, database transaction with offsets, upserts
+- ``pipeline``  the example pipeline ``oncelog pipeline run`` runs
+"""
+
+from __future__ import annotations
+
+SOURCE_NAME = "oncelog"
+
+
+def register(spark) -> None:
+    """Register the ``oncelog`` format with this SparkSession (once per session)."""
+    from .source import OncelogDataSource
+    spark.dataSource.register(OncelogDataSource)
+
+
+__all__ = ["SOURCE_NAME", "register"]

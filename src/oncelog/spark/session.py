@@ -1,0 +1,44 @@
+"""A local SparkSession set up the way PySpark's Python workers need it on one machine.
+
+Without ``PYSPARK_PYTHON`` pointing at the running interpreter, executors start whatever
+``python3`` is on the PATH (without oncelog installed), and without ``SPARK_LOCAL_IP``
+on a machine whose host name does not resolve to loopback, workers fail to connect back
+("Python worker failed to connect back"). ``local_session`` sets both, keeps the web UI
+and shuffle partitions small, registers the ``oncelog`` format, and quietens Spark's log.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def prepare_environment() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def local_session(app_name: str = "oncelog", *, cores: int = 2,
+                  config: dict[str, str] | None = None):
+    """Get or create a ``local[cores]`` SparkSession with the ``oncelog`` format registered."""
+    prepare_environment()
+    from pyspark.sql import SparkSession
+
+    from . import register
+
+    builder = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(cores))
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               # Arrow batches between the JVM and Python workers, and quieter shutdowns
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               .config("spark.python.worker.reuse", "true"))
+    for name, value in (config or {}).items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark

@@ -1,0 +1,55 @@
+"""Spark fixtures: one real local SparkSession for the whole run, and a broker per module.
+
+The session is shared because a JVM takes several seconds to start; tests keep their
+queries apart by topic names and checkpoint folders of their own.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from oncelog.broker.process import BrokerProcess
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from oncelog.spark.session import local_session
+    session = local_session("oncelog-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def spark_broker(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("spark-broker")
+    process = BrokerProcess(folder / "data", log_path=folder / "broker.log",
+                            settings={"log.retention.check.interval.ms": "200"})
+    try:
+        yield process.start()
+    finally:
+        process.kill()
+
+
+def new_topic(bootstrap: str, partitions: int = 1, config: dict | None = None,
+              prefix: str = "t") -> str:
+    name = f"{prefix}{next(_names)}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(15)
+    return name
+
+
+def produce(bootstrap: str, topic: str, values, *, partition: int | None = None,
+            key=None, headers=None, timestamp: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for value in values:
+        kwargs = {"key": key, "headers": headers, "timestamp": timestamp}
+        if partition is not None:
+            kwargs["partition"] = partition
+        producer.produce(topic, value=value, **kwargs)
+    assert producer.flush(15) == 0
