@@ -1,0 +1,241 @@
+"""The checker: from one run's history alone, what was lost, duplicated, reordered or made up,
+and whether the run's semantics kept its contract.
+
+Definitions (ids are record ids; "delivered" means a ``Delivered`` record exists for it):
+
+- **produced** — distinct ids with a ``Produced`` record (attempted sends).
+- **acknowledged** — distinct ids with an ``Acknowledged`` record.
+- **delivered** — distinct *produced* ids delivered at least once.
+- **lost** — acknowledged ids never delivered. An id that was produced but never
+  acknowledged (its acknowledgement was dropped, the producer died, or it failed) is not
+  lost when absent, and not a violation when present: the producer was never promised
+  anything. An id acknowledged before a broker restart and missing afterwards is lost.
+- **duplicated** — produced ids delivered more than once; ``duplicate_copies`` counts the
+  extra copies (an id delivered three times adds 2). ``log_duplicates`` counts the
+  duplicated ids read from more than one distinct offset: the log itself holds them twice
+  (a producer retry), as opposed to one log copy processed twice (a consumer replay).
+- **reordered** — within one source partition, the copies are taken in ``position`` order
+  (ties broken by ``time``, then by order in the history) and only the *first* copy of each
+  id counts, so a replay of already-delivered records is a duplicate, not a reordering.
+  Among one producer's records there, a record is *reordered* when it is delivered after a
+  record its producer sent later (a higher ``seq``) — that is, when its ``seq`` is below the
+  highest ``seq`` already delivered from that producer in that partition; that record is
+  its witness (``Reorder.after``). Each reordered record counts once. Example: seqs
+  delivered ``1, 4, 2, 3, 5`` -> 2 and 3 are reordered (both after 4). One record that
+  jumps far ahead marks every record it overtook (``5, 1, 2, 3, 4`` -> 4 reordered); this
+  is deliberate: each of them really did arrive after a later record, and each comes with
+  a witness a person can check.
+- **unexpected** — delivered ids never produced: corruption visible to the checker (a
+  record the workload never wrote, or a mangled value). Excluded from every other count.
+
+Contracts (``CONTRACTS``: which anomalies break which semantics):
+
+- at-most-once: no duplicates (losses allowed).
+- at-least-once: nothing lost (duplicates allowed).
+- exactly-once: nothing lost, no duplicates, and no reordering.
+- every semantics: nothing unexpected.
+
+Reordering is reported for every semantics but breaks only exactly-once: Kafka promises
+per-partition order only to an idempotent producer (or ``max.in.flight.requests.per
+.connection=1``); the at-most-once and at-least-once presets allow 5 requests in flight
+without idempotence, so a retried batch may land after a later one. The exactly-once preset
+is idempotent, so its order is part of its contract.
+
+Informational (never a violation): ``unacknowledged_delivered`` (delivered although the
+producer never saw an acknowledgement: a dropped ack), ``failed_delivered`` (delivered
+although the producer saw an error: librdkafka's errors after retries, e.g. a message
+timeout, do not prove that nothing was written) and ``warnings`` (e.g. nothing was
+acknowledged, so "nothing lost" proves nothing).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from .history import Delivered, FaultEvent, History, record_to_dict
+
+__all__ = ["CONTRACTS", "SEMANTICS", "CheckResult", "Reorder", "check", "normalize_semantics"]
+
+SEMANTICS = ("at_most_once", "at_least_once", "exactly_once")
+
+CONTRACTS: dict[str, tuple[str, ...]] = {
+    "at_most_once": ("duplicated", "unexpected"),
+    "at_least_once": ("lost", "unexpected"),
+    "exactly_once": ("lost", "duplicated", "reordered", "unexpected"),
+}
+
+
+def normalize_semantics(semantics: str) -> str:
+    """``at-most-once`` or ``at_most_once`` -> ``at_most_once``; ``ValueError`` otherwise."""
+    name = semantics.strip().lower().replace("-", "_")
+    if name not in SEMANTICS:
+        raise ValueError(f"unknown semantics {semantics!r}; choose at-most-once, "
+                         "at-least-once or exactly-once")
+    return name
+
+
+@dataclass(frozen=True)
+class Reorder:
+    id: str           # delivered after ...
+    after: str        # ... this record, which its producer sent later
+    topic: str
+    partition: int
+
+
+@dataclass
+class CheckResult:
+    semantics: str
+    produced: int
+    acknowledged: int
+    failed: int
+    delivered: int
+    lost: list[str]
+    duplicated: dict[str, int]          # id -> copies delivered (>= 2)
+    log_duplicates: int
+    reordered: list[Reorder]
+    unexpected: dict[str, int]          # id -> copies delivered
+    unacknowledged_delivered: list[str]
+    failed_delivered: list[str]
+    faults: list[FaultEvent] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def duplicate_copies(self) -> int:
+        return sum(copies - 1 for copies in self.duplicated.values())
+
+    def count(self, anomaly: str) -> int:
+        """Ids showing ``anomaly``: lost, duplicated, reordered or unexpected."""
+        return len(getattr(self, anomaly))
+
+    @property
+    def broken_by(self) -> list[str]:
+        """The anomalies present that this semantics' contract forbids."""
+        return [anomaly for anomaly in CONTRACTS[self.semantics] if self.count(anomaly)]
+
+    @property
+    def violations(self) -> list[str]:
+        """One sentence per anomaly in ``broken_by``."""
+        sentences = {
+            "lost": lambda n: f"{n} acknowledged record(s) lost",
+            "duplicated": lambda n: (f"{n} record(s) delivered more than once "
+                                     f"({self.duplicate_copies} extra copies)"),
+            "reordered": lambda n: f"{n} record(s) delivered after a later record",
+            "unexpected": lambda n: f"{n} delivered record(s) never produced",
+        }
+        return [sentences[anomaly](self.count(anomaly)) for anomaly in self.broken_by]
+
+    @property
+    def contract_kept(self) -> bool:
+        return not self.violations
+
+    def to_dict(self, sample_size: int | None = 20) -> dict[str, Any]:
+        """A JSON-ready summary: every count, and up to ``sample_size`` ids per anomaly."""
+        def sample(items):
+            return list(items)[:sample_size] if sample_size is not None else list(items)
+
+        return {
+            "semantics": self.semantics,
+            "contract": list(CONTRACTS[self.semantics]),
+            "contract_kept": self.contract_kept,
+            "violations": self.violations,
+            "counts": {
+                "produced": self.produced, "acknowledged": self.acknowledged,
+                "failed": self.failed, "delivered": self.delivered,
+                "lost": len(self.lost), "duplicated": len(self.duplicated),
+                "duplicate_copies": self.duplicate_copies,
+                "log_duplicates": self.log_duplicates,
+                "reordered": len(self.reordered), "unexpected": len(self.unexpected),
+                "unacknowledged_delivered": len(self.unacknowledged_delivered),
+                "failed_delivered": len(self.failed_delivered),
+            },
+            "samples": {
+                "lost": sample(self.lost),
+                "duplicated": sample({"id": id, "copies": copies}
+                                     for id, copies in self.duplicated.items()),
+                "reordered": sample({"id": r.id, "after": r.after, "topic": r.topic,
+                                     "partition": r.partition} for r in self.reordered),
+                "unexpected": sample({"id": id, "copies": copies}
+                                     for id, copies in self.unexpected.items()),
+                "unacknowledged_delivered": sample(self.unacknowledged_delivered),
+                "failed_delivered": sample(self.failed_delivered),
+            },
+            "faults": [record_to_dict(event) for event in self.faults],
+            "warnings": list(self.warnings),
+        }
+
+
+def check(history: History, semantics: str) -> CheckResult:
+    """Compare what producers saw acknowledged with what was delivered, for one run."""
+    semantics = normalize_semantics(semantics)
+    produced = {record.id: record for record in history.produced}
+    acknowledged = {record.id for record in history.acknowledged}
+    failed = {record.id for record in history.failed}
+    copies = Counter(record.id for record in history.delivered)
+    offsets: dict[str, set] = defaultdict(set)
+    for record in history.delivered:
+        if record.offset is not None:
+            offsets[record.id].add((record.topic, record.partition, record.offset))
+
+    def order(ids):  # by producer, then send order; unknown ids by name
+        return sorted(ids, key=lambda id: (produced[id].producer, produced[id].seq)
+                      if id in produced else (id, -1))
+
+    delivered = [id for id in copies if id in produced]
+    duplicated = {id: copies[id] for id in order(delivered) if copies[id] > 1}
+    result = CheckResult(
+        semantics=semantics,
+        produced=len(produced),
+        acknowledged=len(acknowledged),
+        failed=len(failed),
+        delivered=len(delivered),
+        lost=order(acknowledged - copies.keys()),
+        duplicated=duplicated,
+        log_duplicates=sum(1 for id in duplicated if len(offsets[id]) > 1),
+        reordered=_reordered(history.delivered, produced),
+        unexpected={id: copies[id] for id in order(copies.keys() - produced.keys())},
+        unacknowledged_delivered=order(set(delivered) - acknowledged),
+        failed_delivered=order((set(delivered) & failed) - acknowledged),
+        faults=history.faults,
+    )
+    result.warnings = _warnings(history, result)
+    return result
+
+
+def _reordered(delivered: list[Delivered], produced: dict) -> list[Reorder]:
+    """Records delivered after a record their producer sent later (see the module doc)."""
+    by_partition: dict[tuple[str, int], list[tuple[int, float, int, Delivered]]] = \
+        defaultdict(list)
+    for index, record in enumerate(delivered):
+        by_partition[(record.topic, record.partition)].append(
+            (record.position, record.time, index, record))
+    reordered = []
+    for (topic, partition), copies in sorted(by_partition.items()):
+        seen: set[str] = set()
+        highest: dict[str, tuple[int, str]] = {}  # producer -> (seq, id) delivered so far
+        for *_, record in sorted(copies, key=lambda item: item[:3]):
+            if record.id in seen or record.id not in produced:
+                continue
+            seen.add(record.id)
+            sent = produced[record.id]
+            top = highest.get(sent.producer)
+            if top is not None and sent.seq < top[0]:
+                reordered.append(Reorder(record.id, top[1], topic, partition))
+            else:
+                highest[sent.producer] = (sent.seq, record.id)
+    return reordered
+
+
+def _warnings(history: History, result: CheckResult) -> list[str]:
+    warnings = []
+    if result.produced == 0:
+        warnings.append("no record was produced: the run checked nothing")
+    elif result.acknowledged == 0:
+        warnings.append("no record was acknowledged: 'nothing lost' proves nothing")
+    elif result.delivered == 0:
+        warnings.append("nothing produced was delivered")
+    if history.torn_lines:
+        warnings.append(f"{history.torn_lines} torn history line(s) skipped "
+                        "(a process was killed mid-write)")
+    return warnings

@@ -1,0 +1,175 @@
+"""Reporting check results: a table for the terminal, a JSON document and a PNG chart.
+
+The JSON document (``write_json``) is the run's record: the seed and the fault schedule
+(``FaultSchedule.from_dict(document["schedule"])`` restores it, and the seed alone
+regenerates it), then per semantics every count, whether the contract was kept and why not,
+and up to ``sample_size`` ids of each anomaly. matplotlib is imported only by
+``write_chart`` (the ``verify`` extra), and only through its object-oriented API with the
+Agg canvas: no pyplot, no global backend switch, no display needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from .checker import CONTRACTS, CheckResult
+from .schedule import FaultSchedule
+
+__all__ = ["ChartUnavailable", "print_report", "render_table", "results_document",
+           "write_chart", "write_json"]
+
+FORMAT_VERSION = 1
+CHART_BARS = ("delivered", "lost", "duplicated", "reordered", "unexpected")
+_COLOURS = {"delivered": "#4c78a8", "lost": "#e45756", "duplicated": "#f58518",
+            "reordered": "#b279a2", "unexpected": "#222222"}
+
+
+class ChartUnavailable(RuntimeError):
+    """matplotlib is not installed."""
+
+
+def prose(semantics: str) -> str:
+    return semantics.replace("_", "-")
+
+
+def _anomaly_cell(result: CheckResult, anomaly: str) -> str:
+    count = result.count(anomaly)
+    text = str(count)
+    if anomaly == "duplicated" and result.duplicate_copies != count:
+        text += f" (+{result.duplicate_copies})"  # extra copies, when not one per id
+    if count == 0:
+        return f"[dim]{text}[/dim]"
+    breaks = anomaly in CONTRACTS[result.semantics]
+    return f"[bold red]{text}[/bold red]" if breaks else f"[yellow]{text}[/yellow]"
+
+
+def render_table(results: Sequence[CheckResult], *, seed: int | None = None,
+                 schedule: FaultSchedule | None = None) -> Table:
+    """One row per semantics. An anomaly is red when it breaks that row's contract, yellow
+    when the semantics allows it."""
+    title = "oncelog verify" + (f" — seed {seed}" if seed is not None else "")
+    # Fits 80 columns (a CI log): no outer edge, "acked" for acknowledged, and the
+    # unexpected column only when something unexpected turned up.
+    anomalies = ["lost", "duplicated", "reordered"]
+    if any(result.unexpected for result in results):
+        anomalies.append("unexpected")
+    table = Table(title=title, caption=_caption(schedule), caption_justify="left",
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table.add_column("semantics", no_wrap=True)
+    for column in ("produced", "acked", "delivered", *anomalies):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("contract", justify="center", no_wrap=True)
+    for result in results:
+        verdict = "[green]✔[/green]" if result.contract_kept else "[bold red]✘[/bold red]"
+        table.add_row(prose(result.semantics), str(result.produced), str(result.acknowledged),
+                      str(result.delivered),
+                      *(_anomaly_cell(result, anomaly) for anomaly in anomalies), verdict)
+    return table
+
+
+def _caption(schedule: FaultSchedule | None) -> str | None:
+    if schedule is None:
+        return None
+    if not schedule.faults:
+        return f"no faults, {schedule.duration_s:g} s"
+    faults = ", ".join(f"{fault.name} {fault.at_s:g}-{fault.heal_at_s:g} s"
+                       for fault in schedule.faults)
+    return f"{schedule.duration_s:g} s run; faults: {faults}"
+
+
+def print_report(results: Sequence[CheckResult], *, console: Console | None = None,
+                 seed: int | None = None, schedule: FaultSchedule | None = None,
+                 sample_size: int = 5) -> None:
+    """The table, then per semantics its broken promises with a few ids, and its warnings."""
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # a log file or CI: rich would assume 80 columns
+            console = Console(width=max(console.width, 100))
+    console.print(render_table(results, seed=seed, schedule=schedule))
+    for result in results:
+        name = prose(result.semantics)
+        samples = result.to_dict(sample_size)["samples"]
+        for anomaly, sentence in zip(result.broken_by, result.violations):
+            ids = [item if isinstance(item, str) else item["id"] for item in samples[anomaly]]
+            more = ", ..." if result.count(anomaly) > len(ids) else ""
+            console.print(f"[bold red]✘[/bold red] {name}: {sentence}: {', '.join(ids)}{more}")
+        for warning in result.warnings:
+            console.print(f"[yellow]![/yellow] {name}: {warning}")
+    if seed is not None:
+        console.print(f"seed {seed} (replay with --seed {seed})")
+
+
+def results_document(results: Sequence[CheckResult], schedule: FaultSchedule | None,
+                     seed: int | None, *, sample_size: int = 20) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "seed": seed,
+        "schedule": schedule.to_dict() if schedule is not None else None,
+        "contracts_kept": all(result.contract_kept for result in results),
+        "results": {result.semantics: result.to_dict(sample_size) for result in results},
+    }
+
+
+def write_json(results: Sequence[CheckResult], schedule: FaultSchedule | None,
+               seed: int | None, path: str | os.PathLike, *, sample_size: int = 20) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = results_document(results, schedule, seed, sample_size=sample_size)
+    path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def write_chart(results: Sequence[CheckResult], path: str | os.PathLike, *,
+                seed: int | None = None) -> Path:
+    """Grouped bars per semantics (delivered, lost, duplicated, reordered, unexpected) on a
+    symmetric-log scale, each bar annotated with its count, so a handful of lost records
+    shows next to thousands delivered, and a zero reads as "0", not as a missing bar. Bars
+    that break their semantics' contract are outlined in black."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ChartUnavailable("writing the chart needs matplotlib: "
+                               "pip install 'oncelog[verify]'") from None
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure = Figure(figsize=(max(6.0, 2.6 * len(results) + 2), 4.8), dpi=100)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    width = 0.8 / len(CHART_BARS)
+    highest = 1
+    for index, bar in enumerate(CHART_BARS):
+        values = [result.delivered if bar == "delivered" else result.count(bar)
+                  for result in results]
+        highest = max([highest, *values])
+        xs = [group + (index - (len(CHART_BARS) - 1) / 2) * width
+              for group in range(len(results))]
+        breaks = [bar in result.broken_by for result in results]  # outlined in black
+        axes.bar(xs, values, width, label=bar, color=_COLOURS[bar],
+                 edgecolor=["black" if b else _COLOURS[bar] for b in breaks],
+                 linewidth=[2.0 if b else 0.0 for b in breaks])
+        for x, value in zip(xs, values):
+            axes.annotate(str(value), (x, value), xytext=(0, 2), textcoords="offset points",
+                          ha="center", va="bottom", fontsize=8)
+    axes.set_yscale("symlog", linthresh=1)
+    axes.set_ylim(0, highest * 4)
+    axes.set_xticks(range(len(results)),
+                    [f"{prose(result.semantics)}\n"
+                     f"{'contract kept' if result.contract_kept else 'CONTRACT BROKEN'}"
+                     for result in results])
+    for label, result in zip(axes.get_xticklabels(), results):
+        label.set_color("#2a7f3f" if result.contract_kept else "#c0392b")
+    axes.set_ylabel("records (symlog scale)")
+    axes.set_title("oncelog verify" + (f" — seed {seed}" if seed is not None else ""))
+    axes.legend(ncols=len(CHART_BARS), fontsize=8, loc="upper center",
+                bbox_to_anchor=(0.5, -0.15), frameon=False)
+    figure.tight_layout()
+    figure.savefig(path, format="png")
+    return path
