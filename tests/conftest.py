@@ -26,3 +26,30 @@ def broker_factory(tmp_path):
 @pytest.fixture
 def broker(broker_factory) -> BrokerProcess:
     return broker_factory()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server (``tests/postgres_server.py``) for the session, stopped by pid."""
+    from tests.postgres_server import PostgresServer
+
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """The URL of a fresh, empty database on ``postgres_server``, dropped after the test."""
+    url = postgres_server.create_database()
+    yield url
+    postgres_server.drop_database(url.rsplit("/", 1)[1])
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One real local SparkSession for the whole run (a JVM takes seconds to start); tests
+    keep their queries apart by topic names and checkpoint folders of their own."""
+    from oncelog.spark.session import local_session
+    session = local_session("oncelog-tests")
+    yield session
+    session.stop()

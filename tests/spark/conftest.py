@@ -1,8 +1,5 @@
-"""Spark fixtures: one real local SparkSession for the whole run, and a broker per module.
-
-The session is shared because a JVM takes several seconds to start; tests keep their
-queries apart by topic names and checkpoint folders of their own.
-"""
+"""Spark test fixtures: a broker per module, topics and records (``spark`` itself, one real
+local SparkSession for the whole run, is in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -15,14 +12,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from oncelog.broker.process import BrokerProcess
 
 _names = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from oncelog.spark.session import local_session
-    session = local_session("oncelog-tests")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,107 @@
+"""A streaming job that copies a topic into an exactly-once sink: ``python -m oncelog.spark.copy_job``.
+
+It is the smallest real pipeline — the ``oncelog`` source into one of the sinks — and what
+the crash tests and ``oncelog verify`` kill with ``kill -9`` and start again from the same
+checkpoint. Each row keeps the record's key, value (as text), topic, partition and offset.
+
+Sinks (``--sink``): ``sqlite:///path.db`` or ``postgresql://...`` (``TransactionalSink``:
+rows and the batch's end offsets in one transaction), or ``files:///folder`` (Spark's
+Parquet file sink, exactly-once through its ``_spark_metadata`` log).
+
+It prints one line per event on stdout, flushed, so a supervisor can time its faults:
+``started``, ``batch N writing`` (foreachBatch entered), ``batch N written`` (the sink
+committed; Spark has not yet recorded the batch in its commit log), ``idle`` and ``stopped``.
+``--pause-ms`` sleeps inside each batch, before and after the write, to widen those windows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m oncelog.spark.copy_job",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", required=True, help="HOST:PORT of a broker")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--sink", required=True,
+                        help="sqlite:///path.db, postgresql://user@host:port/db or files:///dir")
+    parser.add_argument("--table", default="records", help="table for database sinks")
+    parser.add_argument("--checkpoint", required=True, help="Spark checkpoint folder")
+    parser.add_argument("--query-name", default="copy")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    parser.add_argument("--trigger-ms", type=int, default=200)
+    parser.add_argument("--pause-ms", type=int, default=0,
+                        help="sleep this long before and after each batch's write")
+    parser.add_argument("--stop-when-idle", type=float, default=None, metavar="SECONDS",
+                        help="stop after this long without new records (default: run until killed)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from pyspark.sql import functions as F
+
+    from .session import local_session
+    from .sinks import TransactionalSink, write_files
+
+    spark = local_session(f"oncelog-copy-{args.query_name}")
+    reader = (spark.readStream.format("oncelog")
+              .option("kafka.bootstrap.servers", args.bootstrap)
+              .option("subscribe", args.topic)
+              .option("startingOffsets", "earliest"))
+    if args.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
+    records = reader.load().select(
+        F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"),
+        "topic", "partition", "offset")
+
+    if args.sink.startswith("files://"):
+        writer = write_files(records, args.sink[len("files://"):], args.checkpoint)
+    else:
+        sink = TransactionalSink(args.sink, args.table, query_name=args.query_name)
+        pause = args.pause_ms / 1000
+
+        def write(batch_df, batch_id: int) -> None:
+            _say(f"batch {batch_id} writing")
+            time.sleep(pause)
+            sink(batch_df, batch_id)
+            _say(f"batch {batch_id} written")
+            time.sleep(pause)
+
+        writer = (records.writeStream.foreachBatch(write)
+                  .option("checkpointLocation", args.checkpoint))
+    query = writer.queryName(args.query_name).trigger(
+        processingTime=f"{args.trigger_ms} milliseconds").start()
+    _say("started")
+    try:
+        last_rows, last_batch = None, None     # idle time counts from the first trigger
+        while query.isActive:
+            time.sleep(0.2)
+            progress = query.lastProgress
+            if progress is None:
+                continue
+            if last_rows is None or (progress["batchId"] != last_batch
+                                     and progress["numInputRows"]):
+                last_rows, last_batch = time.monotonic(), progress["batchId"]
+            if args.stop_when_idle and time.monotonic() - last_rows > args.stop_when_idle:
+                _say("idle")
+                break
+        if query.exception():
+            print(f"copy_job: the query failed: {query.exception()}", file=sys.stderr)
+            return 1
+    finally:
+        query.stop()
+        spark.stop()
+        _say("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

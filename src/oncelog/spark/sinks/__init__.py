@@ -1,0 +1,22 @@
+"""Exactly-once sinks for Structured Streaming: database transactions, upserts, files.
+
+- ``TransactionalSink`` (``transactional``) - each micro-batch and a marker row (batch id, end
+  offsets) commit in one transaction; a batch Spark re-runs after a crash is skipped.
+- ``UpsertSink`` (``upsert``) - ``INSERT ... ON CONFLICT DO UPDATE`` by primary key, so a
+  re-run batch rewrites the same rows.
+- ``write_files`` / ``read_files`` (``files``) - Spark's file sink, whose ``_spark_metadata``
+  log makes it exactly-once for readers that go through Spark.
+
+Both database sinks are ``foreachBatch`` functions, take ``sqlite:///path.db`` or
+``postgresql://...`` URLs (``database``; SQL differences in ``dialects``), map Spark types to
+SQL types as ``columns`` tabulates, and raise ``SinkError`` (a ``ValueError``) with one sentence.
+"""
+
+from .database import Database, open_database, parse_url
+from .errors import SinkError
+from .files import read_files, write_files
+from .transactional import BATCHES_TABLE, TransactionalSink
+from .upsert import UpsertSink
+
+__all__ = ["BATCHES_TABLE", "Database", "SinkError", "TransactionalSink", "UpsertSink",
+           "open_database", "parse_url", "read_files", "write_files"]

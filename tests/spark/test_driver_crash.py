@@ -1,0 +1,190 @@
+"""kill -9 of the Spark driver, restart from the checkpoint: every record lands exactly once.
+
+The driver is ``python -m oncelog.spark.copy_job`` (the ``oncelog`` source into one sink) in
+a process group of its own, so ``kill -9`` takes the Python driver and its JVM down at once,
+as a machine crash would. Two kills per run, at the two moments that matter:
+
+1. mid-batch, before the sink wrote anything: the restarted query re-plans the batch from
+   Spark's offset log (same id, same offsets) and writes it;
+2. after the sink committed the batch but before Spark recorded it in its commit log: the
+   restarted query runs that batch id again and the sink must skip it.
+
+Records keep arriving between the crashes. The sink must then hold every produced id once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import new_topic, produce
+
+TOTAL_FIRST, TOTAL_SECOND = 3000, 1000
+
+
+class CopyJob:
+    """One run of the copy job whose stdout lines can be waited for."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.lines: list[str] = []
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "oncelog.spark.copy_job", *args],
+            stdout=subprocess.PIPE, stderr=open(log, "ab"), text=True,
+            start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line.strip())
+
+    def wait_for(self, predicate, timeout: float = 120) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if predicate(line):
+                    return line
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"copy job never printed the line wanted; it printed {self.lines}")
+
+    def kill(self) -> None:
+        """kill -9 the whole process group: the Python driver and its JVM."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(30)
+
+    def finish(self, timeout: float = 180) -> int:
+        try:
+            return self.process.wait(timeout)
+        finally:
+            self.kill()
+
+
+def batch_line(kind: str, at_least: int):
+    def matches(line: str) -> bool:
+        parts = line.split()
+        return len(parts) == 3 and parts[0] == "batch" and parts[2] == kind \
+            and int(parts[1]) >= at_least
+    return matches
+
+
+def run_with_two_crashes(bootstrap: str, topic: str, sink: str, tmp_path: Path,
+                         files: bool = False) -> list[CopyJob]:
+    checkpoint = tmp_path / "checkpoint"
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--sink", sink,
+            "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "700",
+            "--query-name", "crash-test"]
+    log = tmp_path / "copy_job.log"
+    jobs = []
+
+    first = CopyJob(args + ["--pause-ms", "500"], log)
+    jobs.append(first)
+    try:
+        if files:
+            wait_for_files(Path(sink[len("files://"):]), 2)
+            time.sleep(0.3)
+        else:
+            first.wait_for(batch_line("writing", 1))     # inside batch >= 1, before its write
+    finally:
+        first.kill()
+
+    produce(bootstrap, topic, [f"id-{i}".encode() for i in range(TOTAL_FIRST,
+                                                                  TOTAL_FIRST + TOTAL_SECOND)])
+    second = CopyJob(args + ["--pause-ms", "500"], log)
+    jobs.append(second)
+    try:
+        if files:
+            wait_for_files(Path(sink[len("files://"):]), 5)
+            time.sleep(0.5)
+        else:
+            # just after a batch committed in the sink, before Spark's commit log has it
+            second.wait_for(batch_line("written", 3))
+    finally:
+        second.kill()
+
+    last = CopyJob(args + ["--stop-when-idle", "4"], log)
+    jobs.append(last)
+    assert last.finish() == 0, f"the last run failed; see {log}"
+    return jobs
+
+
+def wait_for_files(folder: Path, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(list(folder.glob("*.parquet"))) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the file sink never wrote {count} files in {folder}")
+
+
+def expected_ids() -> list[str]:
+    return sorted(f"id-{i}" for i in range(TOTAL_FIRST + TOTAL_SECOND))
+
+
+def assert_replayed_batch_was_skipped(jobs: list[CopyJob]) -> None:
+    """The batch the sink committed just before the second kill ran again after it."""
+    committed = max(int(line.split()[1]) for line in jobs[1].lines
+                    if batch_line("written", 0)(line))
+    rerun = [line for line in jobs[2].lines if line == f"batch {committed} writing"]
+    assert rerun, f"batch {committed} was not re-run after the crash: {jobs[2].lines[:5]}"
+
+
+@pytest.mark.slow
+def test_sqlite_sink_is_exactly_once_across_driver_crashes(spark_broker, tmp_path):
+    topic = new_topic(spark_broker.bootstrap, partitions=3)
+    produce(spark_broker.bootstrap, topic, [f"id-{i}".encode() for i in range(TOTAL_FIRST)])
+    database = tmp_path / "sink.db"
+
+    jobs = run_with_two_crashes(spark_broker.bootstrap, topic, f"sqlite:///{database}", tmp_path)
+
+    with sqlite3.connect(database) as connection:
+        values = sorted(v for (v,) in connection.execute("SELECT value FROM records"))
+        markers = connection.execute("SELECT batch_id FROM oncelog_sink_batches").fetchall()
+    assert len(values) == TOTAL_FIRST + TOTAL_SECOND
+    assert values == expected_ids()
+    assert sorted(b for (b,) in markers) == list(range(len(markers)))
+    assert_replayed_batch_was_skipped(jobs)
+
+
+@pytest.mark.slow
+def test_postgresql_sink_is_exactly_once_across_driver_crashes(spark_broker, postgres_url,
+                                                               tmp_path):
+    import psycopg
+    topic = new_topic(spark_broker.bootstrap, partitions=3)
+    produce(spark_broker.bootstrap, topic, [f"id-{i}".encode() for i in range(TOTAL_FIRST)])
+
+    jobs = run_with_two_crashes(spark_broker.bootstrap, topic, postgres_url, tmp_path)
+
+    with psycopg.connect(postgres_url) as connection:
+        values = sorted(v for (v,) in connection.execute("SELECT value FROM records"))
+    assert len(values) == TOTAL_FIRST + TOTAL_SECOND
+    assert values == expected_ids()
+    assert_replayed_batch_was_skipped(jobs)
+
+
+@pytest.mark.slow
+def test_file_sink_read_through_spark_is_exactly_once_across_driver_crashes(
+        spark, spark_broker, tmp_path):
+    from oncelog.spark.sinks import read_files
+    topic = new_topic(spark_broker.bootstrap, partitions=3)
+    produce(spark_broker.bootstrap, topic, [f"id-{i}".encode() for i in range(TOTAL_FIRST)])
+    output = tmp_path / "output"
+
+    run_with_two_crashes(spark_broker.bootstrap, topic, f"files://{output}", tmp_path,
+                         files=True)
+
+    values = sorted(r.value for r in read_files(spark, output).select("value").collect())
+    assert len(values) == TOTAL_FIRST + TOTAL_SECOND
+    assert values == expected_ids()
