@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+_LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
 def prepare_environment() -> None:
@@ -35,7 +38,9 @@ def local_session(app_name: str = "oncelog", *, cores: int = 2,
                .config("spark.driver.bindAddress", "127.0.0.1")
                # Arrow batches between the JVM and Python workers, and quieter shutdowns
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               .config("spark.python.worker.reuse", "true"))
+               .config("spark.python.worker.reuse", "true")
+               .config("spark.driver.extraJavaOptions",
+                       f"-Dlog4j2.configurationFile={_LOG_CONFIG}"))
     for name, value in (config or {}).items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()

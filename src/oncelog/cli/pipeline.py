@@ -1,0 +1,61 @@
+"""``oncelog pipeline run``: the example PySpark pipeline, from a generator to an exactly-once sink."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from . import main
+from .common import Failure
+
+
+@main.group()
+def pipeline() -> None:
+    """The PySpark data pipeline (see docs/pipeline.md)."""
+
+
+@pipeline.command()
+@click.option("--bootstrap", "-b", metavar="HOST:PORT", default=None,
+              help="Use this broker [default: start one for the run in the work directory].")
+@click.option("--sink", "sink_url", metavar="URL", default=None,
+              help="sqlite:///path.db or postgresql://user@host:port/db "
+                   "[default: sqlite in the work directory].")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("pipeline-out"), show_default=True,
+              help="Checkpoints, the default SQLite sink and the broker's data. Run again with "
+                   "the same folder to continue where the last run stopped.")
+@click.option("--records", "-n", type=click.IntRange(min=0), default=20_000, show_default=True,
+              help="Orders the generator produces.")
+@click.option("--rate", type=click.FloatRange(min=1), default=5_000, show_default=True,
+              help="Orders per second.")
+@click.option("--topic", default="orders", show_default=True)
+@click.option("--max-offsets-per-trigger", type=click.IntRange(min=1), default=5_000,
+              show_default=True)
+@click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True,
+              help="Give up if the sink has not caught up after this many seconds.")
+def run(bootstrap, sink_url, work_dir, records, rate, topic, max_offsets_per_trigger,
+        timeout) -> None:
+    """Produce orders, enrich and aggregate them on Spark, write them exactly once, report."""
+    import sys
+
+    from ..spark.pipeline import PipelineSettings
+    from ..spark.pipeline_runner import PipelineError, print_report, run_pipeline
+    from rich.console import Console
+
+    work_dir = work_dir.resolve()
+    settings = PipelineSettings(
+        bootstrap=bootstrap or "", sink_url=sink_url or f"sqlite:///{work_dir / 'pipeline.db'}",
+        work_dir=work_dir, topic=topic, records=records, rate=rate,
+        max_offsets_per_trigger=max_offsets_per_trigger, timeout_s=timeout)
+    console = Console()
+    if bootstrap:
+        from .common import cluster_metadata
+        cluster_metadata(bootstrap)      # unreachable: one sentence before Spark starts
+    try:
+        report = run_pipeline(settings, start_broker=not bootstrap, console=console)
+    except PipelineError as error:
+        raise Failure(str(error)) from None
+    print_report(console, report)
+    if not report.ok:
+        sys.exit(1)

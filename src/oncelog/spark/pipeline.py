@@ -1,0 +1,223 @@
+"""The example pipeline ``oncelog pipeline run`` runs: orders in, enriched and aggregated, out once.
+
+    generator --(idempotent producer)--> topic "orders" --(oncelog source)--> Spark
+        query "orders":  parse JSON, join the country table, price in EUR
+                         -> TransactionalSink  table orders_enriched  (rows + offsets, one txn)
+        query "revenue": the same stream, grouped by region and country (update mode)
+                         -> UpsertSink         table revenue_by_country  (keyed by country)
+
+Each query keeps its offsets in its own checkpoint folder under the work directory, so a run
+killed at any point and started again with the same ``--work-dir`` goes on where it stopped,
+without losing or repeating an order. The run ends when every record in the topic is in the
+sink; its report checks that, and that the revenue table agrees with the order rows.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ORDERS_TABLE = "orders_enriched"
+REVENUE_TABLE = "revenue_by_country"
+
+# country -> (region, EUR per unit of the order's currency)
+COUNTRIES = {
+    "DE": ("EMEA", 1.0), "FR": ("EMEA", 1.0), "GB": ("EMEA", 1.17), "SE": ("EMEA", 0.087),
+    "US": ("AMER", 0.92), "CA": ("AMER", 0.68), "BR": ("AMER", 0.18),
+    "JP": ("APAC", 0.0062), "IN": ("APAC", 0.011), "AU": ("APAC", 0.61),
+}
+
+
+@dataclass
+class PipelineSettings:
+    bootstrap: str
+    sink_url: str
+    work_dir: Path
+    topic: str = "orders"
+    records: int = 20_000
+    rate: float = 5_000.0            # orders per second from the generator
+    max_offsets_per_trigger: int = 5_000
+    trigger_ms: int = 500
+    timeout_s: float = 600.0
+
+
+@dataclass
+class Generator:
+    """Produces order events with the exactly_once (idempotent) producer preset."""
+    bootstrap: str
+    topic: str
+    records: int
+    rate: float
+    run_id: str = field(default_factory=lambda: time.strftime("%Y%m%d%H%M%S"))
+    acknowledged: int = 0
+    failed: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
+    error: str | None = None
+
+    def start(self) -> "Generator":
+        threading.Thread(target=self._run, name="order-generator", daemon=True).start()
+        return self
+
+    def _run(self) -> None:
+        from ..client.producer import exactly_once
+        try:
+            producer = exactly_once(self.bootstrap, **{"linger.ms": 5,
+                                                       "compression.type": "lz4"})
+            rng = random.Random(self.run_id)
+            started = time.monotonic()
+            for number in range(self.records):
+                order = make_order(rng, f"o-{self.run_id}-{number:07d}")
+                producer.produce(self.topic, key=order["customer_id"].encode(),
+                                 value=json.dumps(order).encode(), on_delivery=self._delivered)
+                producer.poll(0)
+                ahead = number / self.rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+            producer.flush(60)
+        except Exception as error:  # reported by the run, not a thread traceback
+            self.error = str(error)
+        finally:
+            self.done.set()
+
+    def _delivered(self, error, message) -> None:
+        if error is None:
+            self.acknowledged += 1
+        else:
+            self.failed += 1
+
+
+def make_order(rng: random.Random, order_id: str) -> dict:
+    return {
+        "order_id": order_id,
+        "customer_id": f"c-{rng.randrange(500):03d}",
+        "country": rng.choice(sorted(COUNTRIES)),
+        "sku": f"sku-{rng.randrange(40):02d}",
+        "quantity": rng.randint(1, 5),
+        "unit_price": round(rng.uniform(2, 200), 2),
+        "ordered_at": int(time.time() * 1000),
+    }
+
+
+def start_queries(spark, settings: PipelineSettings) -> list:
+    """Define and start the two streaming queries; returns them (orders first)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import (IntegerType, LongType, StringType, StructField, StructType,
+                                   DoubleType)
+
+    from .sinks import TransactionalSink, UpsertSink
+
+    order_schema = StructType([
+        StructField("order_id", StringType()), StructField("customer_id", StringType()),
+        StructField("country", StringType()), StructField("sku", StringType()),
+        StructField("quantity", IntegerType()), StructField("unit_price", DoubleType()),
+        StructField("ordered_at", LongType()),
+    ])
+    countries = spark.createDataFrame(
+        [(code, region, rate) for code, (region, rate) in sorted(COUNTRIES.items())],
+        "country string, region string, eur_rate double")
+
+    def source():
+        return (spark.readStream.format("oncelog")
+                .option("kafka.bootstrap.servers", settings.bootstrap)
+                .option("subscribe", settings.topic)
+                .option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+                .load())
+
+    def enriched(stream):
+        orders = stream.select(F.from_json(F.col("value").cast("string"), order_schema)
+                               .alias("order"), "topic", "partition", "offset")
+        return (orders.select("order.*", "topic", "partition", "offset")
+                .join(F.broadcast(countries), "country", "left")
+                .withColumn("amount_eur", F.round(F.col("quantity") * F.col("unit_price")
+                                                  * F.col("eur_rate"), 2))
+                .withColumn("ordered_at", F.timestamp_millis("ordered_at"))
+                .drop("eur_rate"))
+
+    checkpoints = settings.work_dir / "checkpoints"
+    trigger = f"{settings.trigger_ms} milliseconds"
+    orders_query = (enriched(source()).writeStream
+                    .foreachBatch(TransactionalSink(settings.sink_url, ORDERS_TABLE,
+                                                    query_name="orders"))
+                    .option("checkpointLocation", str(checkpoints / "orders"))
+                    .queryName("orders").trigger(processingTime=trigger).start())
+    revenue = (enriched(source()).groupBy("region", "country")
+               .agg(F.count("*").alias("orders"),
+                    F.round(F.sum("amount_eur"), 2).alias("revenue_eur")))
+    revenue_query = (revenue.writeStream.outputMode("update")
+                     .foreachBatch(UpsertSink(settings.sink_url, REVENUE_TABLE,
+                                              key_columns=["country"]))
+                     .option("checkpointLocation", str(checkpoints / "revenue"))
+                     .queryName("revenue").trigger(processingTime=trigger).start())
+    return [orders_query, revenue_query]
+
+
+@dataclass
+class SinkState:
+    rows: int = 0
+    batches: int = 0
+    end_offsets: dict = field(default_factory=dict)
+
+
+def sink_state(sink_url: str) -> SinkState:
+    """What the orders query has committed, read from the sink's marker table."""
+    from .sinks import BATCHES_TABLE, SinkError, open_database
+    try:
+        with open_database(sink_url) as database:
+            if not database.table_exists(BATCHES_TABLE):
+                return SinkState()
+            row = database.fetchone(f"SELECT COUNT(*), COALESCE(SUM(row_count), 0) FROM "
+                                    f"{BATCHES_TABLE} WHERE query_name = 'orders'")
+            last = database.fetchone(f"SELECT end_offsets FROM {BATCHES_TABLE} WHERE "
+                                     "query_name = 'orders' ORDER BY batch_id DESC LIMIT 1")
+    except SinkError:
+        return SinkState()
+    offsets = json.loads(last[0]) if last and last[0] else {}
+    return SinkState(rows=int(row[1]), batches=int(row[0]), end_offsets=offsets)
+
+
+@dataclass
+class Report:
+    in_topic: int
+    rows: int
+    distinct_orders: int
+    batches: int
+    revenue_orders: int
+    revenue_eur: float
+    rows_eur: float
+    elapsed_s: float
+
+    @property
+    def duplicated(self) -> int:
+        return self.rows - self.distinct_orders
+
+    @property
+    def missing(self) -> int:
+        return max(0, self.in_topic - self.distinct_orders)
+
+    @property
+    def consistent(self) -> bool:
+        return (self.revenue_orders == self.rows
+                and abs(self.revenue_eur - self.rows_eur) < 0.01 * max(1, self.rows))
+
+    @property
+    def ok(self) -> bool:
+        return self.duplicated == 0 and self.missing == 0 and self.consistent
+
+
+def final_report(sink_url: str, in_topic: int, elapsed_s: float) -> Report:
+    from .sinks import open_database
+    with open_database(sink_url) as database:
+        rows, distinct, rows_eur = database.fetchone(
+            f"SELECT COUNT(*), COUNT(DISTINCT order_id), COALESCE(SUM(amount_eur), 0) "
+            f"FROM {ORDERS_TABLE}")
+        revenue_orders, revenue_eur = database.fetchone(
+            f"SELECT COALESCE(SUM(orders), 0), COALESCE(SUM(revenue_eur), 0) FROM {REVENUE_TABLE}")
+    state = sink_state(sink_url)
+    return Report(in_topic=in_topic, rows=int(rows), distinct_orders=int(distinct),
+                  batches=state.batches, revenue_orders=int(revenue_orders),
+                  revenue_eur=float(revenue_eur), rows_eur=float(rows_eur), elapsed_s=elapsed_s)

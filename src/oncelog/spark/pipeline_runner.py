@@ -1,0 +1,182 @@
+"""Run the example pipeline end to end: broker, generator, Spark, progress, report.
+
+Used by ``oncelog pipeline run``. Without ``--bootstrap`` a broker is started for the run in
+the work directory and stopped at the end (or on Ctrl-C); with one, the pipeline uses that
+broker (oncelog's or Apache Kafka). Progress shows records produced, rows committed in the
+sink, batches committed and the lag (records in the log not yet in the sink).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import ExitStack
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from .offsets import to_json
+from .pipeline import (Generator, PipelineSettings, Report, final_report, sink_state,
+                       start_queries)
+
+
+class PipelineError(Exception):
+    """The run cannot start or cannot finish: one sentence for the user."""
+
+
+def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
+                 console: Console | None = None) -> Report:
+    console = console or Console()
+    settings.work_dir.mkdir(parents=True, exist_ok=True)
+    check_sink(settings.sink_url)
+    with ExitStack() as stack:
+        if start_broker:
+            from ..broker.process import BrokerProcess
+            broker = stack.enter_context(BrokerProcess(
+                settings.work_dir / "broker-data",
+                log_path=settings.work_dir / "broker.log"))
+            if broker.process is None:
+                broker.start()
+            settings.bootstrap = broker.bootstrap
+            console.print(f"[bold]broker[/] pid {broker.pid} on {broker.bootstrap} "
+                          f"(log: {broker.log_path})")
+        lookups = Lookups(settings.bootstrap, settings.topic)
+        lookups.ensure_topic(partitions=3)
+        console.print(f"[bold]sink[/] {hide(settings.sink_url)}   [bold]work dir[/] "
+                      f"{settings.work_dir}")
+        console.print("starting Spark (local[2]) ...")
+        from .session import local_session
+        spark = local_session("oncelog-pipeline")
+        stack.callback(spark.stop)
+        generator = Generator(settings.bootstrap, settings.topic, settings.records,
+                              settings.rate).start()
+        started = time.monotonic()
+        queries = start_queries(spark, settings)
+        stack.callback(lambda: [q.stop() for q in queries])
+        _follow(console, settings, generator, queries, lookups, started)
+        console.print()
+        if generator.error:
+            raise PipelineError(f"the order generator failed: {generator.error}")
+        for query in queries:
+            if query.exception():
+                raise PipelineError(f"query {query.name} failed: "
+                                    f"{str(query.exception()).splitlines()[0]}")
+        in_topic = sum(lookups.latest().values()) - sum(lookups.earliest().values())
+        return final_report(settings.sink_url, in_topic, time.monotonic() - started)
+
+
+def _follow(console, settings, generator, queries, lookups, started) -> None:
+    """Show progress until every record in the log reached both sinks (or time runs out)."""
+    orders_query, revenue_query = queries
+    with Live(console=console, refresh_per_second=2, transient=False) as live:
+        while True:
+            time.sleep(0.5)
+            latest = to_json(lookups.latest())
+            state = sink_state(settings.sink_url)
+            lag = sum(max(0, offset - int(state.end_offsets.get(topic, {}).get(part, 0)))
+                      for topic, parts in latest.items() for part, offset in parts.items())
+            live.update(_progress_table(generator, state, lag, time.monotonic() - started))
+            failed = [q for q in queries if q.exception() is not None or not q.isActive]
+            if failed or generator.error:
+                return
+            if generator.done.is_set() and lag == 0 and _caught_up(revenue_query, latest):
+                return
+            if time.monotonic() - started > settings.timeout_s:
+                raise PipelineError(f"the pipeline did not catch up within "
+                                    f"{settings.timeout_s:.0f} s (lag {lag})")
+
+
+def _caught_up(query, latest: dict) -> bool:
+    progress = query.lastProgress
+    if not progress or not progress.get("sources"):
+        return False
+    end = progress["sources"][0].get("endOffset")
+    end = json.loads(end) if isinstance(end, str) else end
+    return end == latest
+
+
+def _progress_table(generator, state, lag: int, elapsed: float) -> Table:
+    table = Table(title=f"pipeline running ({elapsed:.0f} s)", title_justify="left")
+    for column in ("produced", "acknowledged", "rows in sink", "batches committed", "lag"):
+        table.add_column(column, justify="right")
+    table.add_row(f"{generator.acknowledged + generator.failed}/{generator.records}",
+                  str(generator.acknowledged), str(state.rows), str(state.batches), str(lag))
+    return table
+
+
+def print_report(console: Console, report: Report) -> None:
+    table = Table(title="pipeline report")
+    table.add_column("check")
+    table.add_column("value", justify="right")
+    table.add_row("records in the topic", str(report.in_topic))
+    table.add_row("order rows in the sink", str(report.rows))
+    table.add_row("distinct orders", str(report.distinct_orders))
+    table.add_row("missing", str(report.missing))
+    table.add_row("duplicated", str(report.duplicated))
+    table.add_row("batches committed", str(report.batches))
+    table.add_row("revenue table: orders / EUR",
+                  f"{report.revenue_orders} / {report.revenue_eur:,.2f}")
+    table.add_row("order rows: EUR", f"{report.rows_eur:,.2f}")
+    table.add_row("elapsed", f"{report.elapsed_s:.1f} s "
+                  f"({report.rows / max(report.elapsed_s, 1e-9):,.0f} rows/s)")
+    console.print(table)
+    if report.ok:
+        console.print("[green]every record in the topic is in the sink exactly once, and the "
+                      "revenue table agrees[/]")
+    else:
+        console.print("[red]the sink does not match the topic[/]")
+
+
+def check_sink(url: str) -> None:
+    from .sinks import SinkError, open_database
+    try:
+        open_database(url).close()
+    except SinkError as error:
+        raise PipelineError(str(error).rstrip(".")) from None
+
+
+def hide(url: str) -> str:
+    from .sinks.database import hide_password
+    return hide_password(url)
+
+
+class Lookups:
+    """The topic's partitions and offsets, for the lag and the final count."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka.admin import AdminClient
+        from ..cli.common import quiet_logger
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+
+    def ensure_topic(self, partitions: int) -> None:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import NewTopic
+        try:
+            metadata = self.admin.list_topics(timeout=10)
+        except KafkaException as error:
+            raise PipelineError(f"cannot reach a broker at {self.bootstrap}: "
+                                f"{error.args[0].str()}") from None
+        if self.topic not in metadata.topics:
+            future = self.admin.create_topics([NewTopic(self.topic, partitions, 1)])[self.topic]
+            future.result(15)
+
+    def _partitions(self) -> list[int]:
+        metadata = self.admin.list_topics(topic=self.topic, timeout=10)
+        return sorted(metadata.topics[self.topic].partitions)
+
+    def _offsets(self, spec) -> dict[tuple[str, int], int]:
+        from confluent_kafka import TopicPartition
+        futures = self.admin.list_offsets({TopicPartition(self.topic, p): spec
+                                           for p in self._partitions()}, request_timeout=10)
+        return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+
+    def latest(self) -> dict[tuple[str, int], int]:
+        from confluent_kafka.admin import OffsetSpec
+        return self._offsets(OffsetSpec.latest())
+
+    def earliest(self) -> dict[tuple[str, int], int]:
+        from confluent_kafka.admin import OffsetSpec
+        return self._offsets(OffsetSpec.earliest())

@@ -1,0 +1,81 @@
+"""``oncelog pipeline run``, the main job, as a user runs it: a real broker, Spark and SQLite."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from oncelog.broker.process import free_port
+
+
+def pipeline(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "oncelog", "pipeline", "run", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, **kwargs)
+
+
+def orders_in(database) -> tuple[int, int, float, int, float]:
+    with sqlite3.connect(database) as connection:
+        rows, distinct, eur = connection.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT order_id), SUM(amount_eur) "
+            "FROM orders_enriched").fetchone()
+        revenue_orders, revenue = connection.execute(
+            "SELECT SUM(orders), SUM(revenue_eur) FROM revenue_by_country").fetchone()
+    return rows, distinct, eur, revenue_orders, revenue
+
+
+@pytest.mark.slow
+def test_pipeline_killed_mid_run_and_run_again_holds_every_order_once(tmp_path):
+    """kill -9 of the whole job (driver, JVM and its broker) while orders stream in; the
+    second run on the same work directory goes on from the checkpoints: every order in the
+    topic - from both runs - is in the sink once, and the revenue table agrees."""
+    work = tmp_path / "work"
+    first = pipeline("--work-dir", str(work), "--records", "6000", "--rate", "300")
+    try:
+        deadline = time.monotonic() + 120
+        database = work / "pipeline.db"
+        while time.monotonic() < deadline:     # kill once some batches are committed
+            if database.exists():
+                try:
+                    if orders_in(database)[0] >= 600:
+                        break
+                except sqlite3.OperationalError:
+                    pass                          # tables not created yet
+            time.sleep(0.3)
+        else:
+            raise AssertionError("the first run never committed a batch")
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(30)
+    killed_at = orders_in(database)[0]
+    assert killed_at < 6000
+
+    second = pipeline("--work-dir", str(work), "--records", "1000", "--rate", "2000")
+    output, _ = second.communicate(timeout=300)
+    assert second.returncode == 0, output
+    assert "exactly once" in output
+    rows, distinct, eur, revenue_orders, revenue = orders_in(database)
+    assert rows == distinct > 1000 + killed_at - 1
+    assert revenue_orders == rows and abs(revenue - eur) < 1.0
+
+
+def test_unopenable_sink_is_one_sentence_before_anything_starts(tmp_path):
+    job = pipeline("--work-dir", str(tmp_path), "--sink", "mysql://nowhere/db")
+    output, _ = job.communicate(timeout=60)
+    assert job.returncode == 1
+    assert output.strip().startswith("oncelog: ") and len(output.strip().splitlines()) == 1
+    assert "mysql" in output
+
+
+def test_unreachable_bootstrap_is_one_sentence(tmp_path):
+    job = pipeline("--work-dir", str(tmp_path), "--bootstrap", f"127.0.0.1:{free_port()}")
+    output, _ = job.communicate(timeout=60)
+    assert job.returncode == 1
+    assert output.strip().splitlines() == [output.strip()]
+    assert "cannot reach a broker" in output
