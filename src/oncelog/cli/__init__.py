@@ -100,6 +100,7 @@ def _register_commands() -> None:
     from . import records, topics  # noqa: F401  (each module adds its commands to ``main``)
     from . import producers  # noqa: F401
     from . import groups  # noqa: F401
+    from . import pipeline  # noqa: F401
 
 
 _register_commands()
