@@ -9,7 +9,7 @@ setup: .venv/.installed
 	bash scripts/setup.sh
 
 demo: setup
-	.venv/bin/oncelog demo
+	.venv/bin/oncelog pipeline run
 
 test: setup
 	.venv/bin/pytest

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from bisect import bisect_left
 from typing import Iterator
 
 from pyspark.sql.datasource import InputPartition
@@ -95,9 +96,31 @@ def read_range(rng: OffsetRange) -> Iterator:
         while next_offset < rng.end:
             messages = consumer.consume(num_messages=min(10_000, rng.end - next_offset),
                                         timeout=0.2)
-            for message in messages:
-                error = message.error()
-                if error is not None:
+            # Records are handled a whole fetch at a time (a per-record loop in Python was
+            # most of the read's cost); errors and end-of-partition events one by one.
+            records = [m for m in messages if m.error() is None]
+            if records:
+                offsets = [m.offset() for m in records]
+                first = bisect_left(offsets, next_offset)   # skip any already read
+                last = bisect_left(offsets, rng.end)        # and any past the range
+                if first < last:
+                    if offsets[first] > next_offset and not checked_start:
+                        low = _log_start(consumer, rng)
+                        if low > next_offset:
+                            _lost(options, f"{rng.topic}-{rng.partition} now starts at offset "
+                                  f"{low}, after the {next_offset} this batch wanted")
+                    checked_start = True
+                    columns.extend(records[first:last], offsets[first:last])
+                    next_offset = offsets[last - 1] + 1
+                if last < len(records):
+                    next_offset = rng.end                   # a record past the range: done
+                if len(columns) >= _ROWS_PER_BATCH:
+                    yield columns.batch(schema)
+            if len(records) != len(messages):
+                for message in messages:
+                    error = message.error()
+                    if error is None or next_offset >= rng.end:
+                        continue
                     if error.code() == KafkaError._PARTITION_EOF:
                         # The log's end as the broker saw it: past the range means done
                         # (the offsets left were gaps); before it, the log lost its tail.
@@ -107,28 +130,11 @@ def read_range(rng: OffsetRange) -> Iterator:
                             _lost(options, f"{rng.topic}-{rng.partition} ends at offset "
                                   f"{message.offset()}, before the {rng.end} this batch planned")
                             next_offset = rng.end
-                        continue
-                    if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    elif error.code() == KafkaError._AUTO_OFFSET_RESET:
                         next_offset = _skip_lost(consumer, rng, next_offset)
                         checked_start = True
-                        continue
-                    raise SourceError(f"reading {rng!r} failed: {error.str()}")
-                offset = message.offset()
-                if offset >= rng.end:
-                    next_offset = rng.end
-                    break
-                if offset < next_offset:
-                    continue     # already read (after a seek back)
-                if offset > next_offset and not checked_start:
-                    low = _log_start(consumer, rng)
-                    if low > next_offset:
-                        _lost(options, f"{rng.topic}-{rng.partition} now starts at offset "
-                              f"{low}, after the {next_offset} this batch wanted")
-                checked_start = True
-                columns.add(message)
-                next_offset = offset + 1
-                if len(columns) >= _ROWS_PER_BATCH:
-                    yield columns.batch(schema)
+                    else:
+                        raise SourceError(f"reading {rng!r} failed: {error.str()}")
             if messages:
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > options.poll_timeout_ms / 1000:
@@ -202,18 +208,19 @@ class _Columns:
     def __len__(self) -> int:
         return len(self.offsets)
 
-    def add(self, message) -> None:
-        self.keys.append(message.key())
-        self.values.append(message.value())
-        self.topics.append(message.topic())
-        self.partitions.append(message.partition())
-        self.offsets.append(message.offset())
-        kind, millis = message.timestamp()
+    def extend(self, messages: list, offsets: list[int]) -> None:
+        self.keys += [m.key() for m in messages]
+        self.values += [m.value() for m in messages]
+        self.topics += [m.topic() for m in messages]
+        self.partitions += [m.partition() for m in messages]
+        self.offsets += offsets
+        stamps = [m.timestamp() for m in messages]
         # librdkafka: 1 = CreateTime, 2 = LogAppendTime; Spark's column: 0 and 1.
-        self.types.append(kind - 1 if kind > 0 else 0)
-        self.timestamps.append(millis * 1000)
+        self.types += [kind - 1 if kind > 0 else 0 for kind, _ in stamps]
+        self.timestamps += [millis * 1000 for _, millis in stamps]
         if self.include_headers:
-            self.headers.append([{"key": k, "value": v} for k, v in (message.headers() or [])])
+            self.headers += [[{"key": k, "value": v} for k, v in (m.headers() or [])]
+                             for m in messages]
 
     def batch(self, schema):
         import pyarrow as pa
