@@ -89,30 +89,25 @@ def run_with_two_crashes(bootstrap: str, topic: str, sink: str, tmp_path: Path,
     log = tmp_path / "copy_job.log"
     jobs = []
 
-    first = CopyJob(args + ["--pause-ms", "500"], log)
-    jobs.append(first)
-    try:
-        if files:
-            wait_for_files(Path(sink[len("files://"):]), 2)
-            time.sleep(0.3)
-        else:
-            first.wait_for(batch_line("writing", 1))     # inside batch >= 1, before its write
-    finally:
-        first.kill()
-
-    produce(bootstrap, topic, [f"id-{i}".encode() for i in range(TOTAL_FIRST,
-                                                                  TOTAL_FIRST + TOTAL_SECOND)])
-    second = CopyJob(args + ["--pause-ms", "500"], log)
-    jobs.append(second)
-    try:
-        if files:
-            wait_for_files(Path(sink[len("files://"):]), 5)
-            time.sleep(0.5)
-        else:
-            # just after a batch committed in the sink, before Spark's commit log has it
-            second.wait_for(batch_line("written", 3))
-    finally:
-        second.kill()
+    output = Path(sink[len("files://"):]) if files else None
+    # 1: inside batch >= 1, before its write; 2: just after batch >= 3 committed in the sink,
+    # before Spark's commit log has it. (The file sink has no such lines: kill once files
+    # of a few batches exist, while the next batches run.)
+    kill_points = [(batch_line("writing", 1), 2), (batch_line("written", 3), 5)]
+    for number, (line, files_wanted) in enumerate(kill_points):
+        job = CopyJob(args + ["--pause-ms", "500"], log)
+        jobs.append(job)
+        try:
+            if files:
+                wait_for_files(output, files_wanted)
+                time.sleep(0.3)
+            else:
+                job.wait_for(line)
+        finally:
+            job.kill()
+        if number == 0:
+            produce(bootstrap, topic, [f"id-{i}".encode() for i in
+                                       range(TOTAL_FIRST, TOTAL_FIRST + TOTAL_SECOND)])
 
     last = CopyJob(args + ["--stop-when-idle", "4"], log)
     jobs.append(last)

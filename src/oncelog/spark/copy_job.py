@@ -81,16 +81,18 @@ def main(argv: list[str] | None = None) -> int:
         processingTime=f"{args.trigger_ms} milliseconds").start()
     _say("started")
     try:
-        last_rows, last_batch = None, None     # idle time counts from the first trigger
+        busy_at, last_batch = None, None     # idle time counts from the first trigger
         while query.isActive:
             time.sleep(0.2)
-            progress = query.lastProgress
+            progress, status = query.lastProgress, query.status
             if progress is None:
                 continue
-            if last_rows is None or (progress["batchId"] != last_batch
-                                     and progress["numInputRows"]):
-                last_rows, last_batch = time.monotonic(), progress["batchId"]
-            if args.stop_when_idle and time.monotonic() - last_rows > args.stop_when_idle:
+            # Busy while a batch runs or data waits, and when a batch with rows just ended:
+            # a long batch is not idleness.
+            if (busy_at is None or status["isTriggerActive"] or status["isDataAvailable"]
+                    or (progress["batchId"] != last_batch and progress["numInputRows"])):
+                busy_at, last_batch = time.monotonic(), progress["batchId"]
+            if args.stop_when_idle and time.monotonic() - busy_at > args.stop_when_idle:
                 _say("idle")
                 break
         if query.exception():
