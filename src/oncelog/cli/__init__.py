@@ -101,6 +101,7 @@ def _register_commands() -> None:
     from . import producers  # noqa: F401
     from . import groups  # noqa: F401
     from . import pipeline  # noqa: F401
+    from . import verify  # noqa: F401
 
 
 _register_commands()

@@ -9,6 +9,15 @@
 - ``report``: the terminal table, the JSON result and the PNG chart (matplotlib, lazily).
 - ``proxy``: the network fault: a Kafka-aware TCP proxy that drops acknowledgements, delays
   or cuts connections.
+
+``oncelog verify`` (``cli/verify.py``, docs/verifier.md) puts them together:
+
+- ``scenario``: a run as data (semantics, faults, duration, seed, rate, ...), validated.
+- ``workloads``: producer and consumer processes, the Spark copy job, their sinks.
+- ``faults``: the nemesis - kill -9 of the broker, a consumer or the Spark driver, and
+  dropped acknowledgements - played on the seeded schedule, each step a ``FaultEvent``.
+- ``runner``: preflight checks, then per semantics: stage, producers, faults, drain, check.
+- ``processes``, ``progress``: child processes (all stopped on Ctrl-C) and the live view.
 """
 
 from .checker import CONTRACTS, SEMANTICS, CheckResult, Reorder, check, normalize_semantics

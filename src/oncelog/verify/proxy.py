@@ -248,6 +248,14 @@ class ProxyThread:
     def set_enabled(self, enabled: bool) -> None:
         self._loop.call_soon_threadsafe(setattr, self.proxy, "enabled", enabled)
 
+    def set_rules(self, rules: FaultRules) -> None:
+        """Replace the rules mid-run and reseed the random source from ``rules.seed``
+        (the verifier's drop-acks fault: its own rate and seed for each window)."""
+        def apply() -> None:
+            self.proxy.rules = rules
+            self.proxy.random = random.Random(rules.seed)
+        self._loop.call_soon_threadsafe(apply)
+
     def start(self) -> "ProxyThread":
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self.proxy.start(), self._loop).result(10)

@@ -1,0 +1,111 @@
+"""``oncelog verify``: prove the delivery guarantees under faults (docs/verifier.md).
+
+Exit status: 0 every contract kept; 1 a contract broken; 2 bad input (nothing ran);
+3 the run could not complete or proved nothing (nothing acknowledged or delivered);
+130 interrupted (every process the run started is stopped first).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import main
+from .common import Failure
+
+EXIT_BROKEN, EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_INTERRUPTED = 1, 2, 3, 130
+
+
+class BadInputFailure(Failure):
+    exit_code = EXIT_BAD_INPUT
+
+
+class RunFailure(Failure):
+    exit_code = EXIT_RUN_FAILED
+
+
+@main.command()
+@click.option("--semantics", "-s", default="all", show_default=True,
+              metavar="at-most-once|at-least-once|exactly-once|all",
+              help="Which semantics to verify (a comma-separated list works too).")
+@click.option("--faults", "-f", default="kill-broker,kill-consumer,kill-driver,drop-acks",
+              show_default=True, metavar="LIST",
+              help="Faults to inject: kill-broker, kill-consumer, kill-driver, drop-acks "
+                   "(comma-separated), or none.")
+@click.option("--duration", "duration_s", type=float, default=45.0, show_default=True,
+              metavar="S", help="Seconds of workload per semantics.")
+@click.option("--seed", type=int, default=None, metavar="N",
+              help="Seed of the fault schedule; the same seed replays the same schedule "
+                   "[default: a random one, printed].")
+@click.option("--bootstrap", "-b", default=None, metavar="HOST:PORT",
+              help="Use this broker instead of starting one (kill-broker needs our own).")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("verify-out"),
+              show_default=True, help="Where result.json, chart.png, histories, sinks and "
+                                      "logs go.")
+@click.option("--rate", type=float, default=400.0, show_default=True, metavar="N",
+              help="Records per second per semantics (all producers together).")
+@click.option("--producers", type=int, default=2, show_default=True, metavar="N",
+              help="Producer processes per semantics.")
+@click.option("--partitions", type=int, default=3, show_default=True, metavar="N")
+@click.option("--drain-timeout", "drain_timeout_s", type=float, default=120.0,
+              show_default=True, metavar="S",
+              help="After the workload, how long to wait for the sink to catch up.")
+@click.option("--exactly-once-stage", type=click.Choice(["pipeline", "at-least-once-consumer"]),
+              default="pipeline", show_default=True,
+              help="What delivers the exactly-once run. at-least-once-consumer is a "
+                   "deliberately broken configuration, to see the verifier catch it.")
+def verify(semantics, faults, duration_s, seed, bootstrap, out_dir, rate, producers,
+           partitions, drain_timeout_s, exactly_once_stage) -> None:
+    """Run producers, a broker and a consumer or the PySpark pipeline under seeded faults,
+    then report what was lost, duplicated or reordered per semantics."""
+    from rich.console import Console
+
+    from ..verify.report import print_report
+    from ..verify.runner import Runner, RunFailed, preflight, write_outputs
+    from ..verify.scenario import BadInput, Scenario
+    from ..verify.schedule import random_seed
+
+    seed = random_seed() if seed is None else seed
+    try:
+        scenario = Scenario.build(
+            semantics=semantics, faults=faults, duration_s=duration_s, seed=seed,
+            out_dir=out_dir, bootstrap=bootstrap, rate=rate, producers=producers,
+            partitions=partitions, drain_timeout_s=drain_timeout_s,
+            exactly_once_stage=exactly_once_stage)
+        schedule = preflight(scenario)
+    except BadInput as error:
+        raise BadInputFailure(str(error)) from None
+
+    console = Console() if Console().is_terminal else Console(width=110)
+    names = ", ".join(name.replace("_", "-") for name in scenario.semantics)
+    console.print(f"[bold]oncelog verify[/]: {names}; {scenario.duration_s:g} s each; "
+                  f"seed {seed}; output in {out_dir}")
+    for fault in schedule:
+        console.print(f"  {fault.at_s:7.3f} s  {fault.name:<13} for "
+                      f"{fault.params.get('duration_s', 0):g} s", highlight=False)
+    if not len(schedule):
+        console.print("  no faults")
+    try:
+        outcome = Runner(scenario, schedule, console=console).run()
+    except KeyboardInterrupt:
+        click.echo(f"oncelog: interrupted; every process the run started was stopped "
+                   f"(seed {seed}, output in {out_dir})", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except RunFailed as error:
+        raise RunFailure(f"{error} (seed {seed})") from None
+    except Exception as error:  # a bug: still one sentence, with where to look
+        raise RunFailure(f"verify failed: {type(error).__name__}: {error} (seed {seed}; "
+                         f"logs in {out_dir / 'logs'})") from None
+
+    written = write_outputs(outcome)
+    print_report(outcome.results, console=console, seed=seed, schedule=schedule)
+    console.print(f"result {written['result']}, chart {written['chart']}, "
+                  f"histories in {out_dir / 'history'}; took {outcome.wall_time_s:g} s",
+                  highlight=False)
+    if not outcome.contracts_kept:
+        sys.exit(EXIT_BROKEN)
+    if outcome.proved_nothing:
+        raise RunFailure(f"the run proved nothing for {', '.join(outcome.proved_nothing)}: "
+                         f"nothing was acknowledged or nothing delivered (seed {seed})")

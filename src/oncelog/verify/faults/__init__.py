@@ -1,0 +1,23 @@
+"""The nemesis: faults a verify run injects on its seeded schedule.
+
+Each fault has ``inject(scheduled)`` and ``heal()``, both returning a ``detail`` dict; the
+``Nemesis`` runs a ``FaultSchedule``'s timeline and logs every step as a ``FaultEvent`` in
+the run's history (the checker reports them; it never needs them to judge).
+
+| fault | inject | heal |
+|---|---|---|
+| ``kill-broker`` (``KillBroker``) | ``kill -9`` of the broker the run started | restart it on the same port and data |
+| ``kill-consumer`` (``KillDelivery``) | ``kill -9`` of the delivery process | restart it |
+| ``kill-driver`` (``KillDelivery``) | ``kill -9`` of the Spark driver (its process group) | restart it from its checkpoint |
+| ``drop-acks`` (``DropAcks``) | the producers' proxy drops a ``rate`` of Produce responses | stop dropping |
+
+Which moment a kill lands on is the delivery stage's business (``workloads.delivery``):
+the consumer kills itself in its weakest window; the copy job is killed just after a batch
+was written and before Spark recorded it.
+"""
+
+from .kill import KillBroker, KillDelivery
+from .nemesis import Fault, Nemesis
+from .network import DropAcks
+
+__all__ = ["DropAcks", "Fault", "KillBroker", "KillDelivery", "Nemesis"]

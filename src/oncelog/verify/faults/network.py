@@ -1,0 +1,40 @@
+"""Network faults: the producers' fault proxy drops acknowledgements for a window."""
+
+from __future__ import annotations
+
+from ..proxy import FaultRules, ProxyThread
+from ..schedule import ScheduledFault
+
+__all__ = ["DropAcks"]
+
+
+class DropAcks:
+    """For the fault's window, the proxy in front of the broker drops the responses to a
+    ``rate`` of Produce requests after the broker handled them (``mode`` close: and cuts the
+    connection, so the producer retries at once). Under ``acks=0`` there are no responses
+    to drop, and the fault does nothing, which the event's ``dropped`` count shows."""
+
+    name = "drop-acks"
+
+    def __init__(self, proxy: ProxyThread, *, note: str | None = None) -> None:
+        self.proxy = proxy
+        self.note = note
+        self._dropped_before = 0
+
+    def ready(self) -> bool:
+        return True
+
+    def inject(self, scheduled: ScheduledFault) -> dict:
+        params = scheduled.params
+        self._dropped_before = self.proxy.stats.dropped_responses
+        self.proxy.set_rules(FaultRules(drop_response_rate=float(params.get("rate", 0.5)),
+                                        drop_mode=params.get("mode", "close"),
+                                        seed=int(params.get("seed", 0))))
+        detail = {"rate": params.get("rate"), "mode": params.get("mode")}
+        if self.note:
+            detail["note"] = self.note
+        return detail
+
+    def heal(self) -> dict:
+        self.proxy.set_rules(FaultRules())
+        return {"dropped": self.proxy.stats.dropped_responses - self._dropped_before}

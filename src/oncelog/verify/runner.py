@@ -1,0 +1,519 @@
+"""Running a scenario: workload + nemesis, then the checker, one semantics after another.
+
+``preflight(scenario)`` checks everything that can be checked before a process starts (the
+schedule fits the duration, Spark and Java are there for the pipeline, ``--bootstrap``
+answers, ``--out`` and every sink can be written) and raises ``BadInput`` with one
+sentence. ``Runner.run()`` then, for each semantics, on a topic of its own:
+
+1. starts the delivery stage (a consumer, or the Spark copy job) and waits until it is up;
+2. starts the producers (through the fault proxy when ``drop-acks`` is scheduled) - the
+   schedule's clock starts here - and plays the fault schedule while they run;
+3. stops the producers (they flush), then *drains*: waits, at most ``drain_timeout_s``,
+   until the sink has caught up with the log end of every partition;
+4. stops the stage, scans the sink into ``Delivered`` records and checks the history.
+
+The semantics run one after another (on two cores, a Spark JVM next to two other
+workloads would turn CPU starvation into false alarms) against the same broker, each with
+the same fault schedule. Every process is started from this thread and tracked in
+``Children``; whatever happens (an error, Ctrl-C, SIGTERM) ``run()``'s ``finally`` stops
+them all before it returns or raises.
+
+Output folder (``--out``)::
+
+    result.json  chart.png  schedule.json
+    history/<semantics>/producer-N.jsonl  faults.jsonl  sink.jsonl
+    <semantics>/sink.db  [<semantics>/checkpoint/]
+    logs/broker.log  logs/<semantics>-*.log
+    broker/data/
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ..broker.process import BrokerProcess
+from .checker import CheckResult, check
+from .faults import DropAcks, KillBroker, KillDelivery, Nemesis
+from .faults.nemesis import MAX_DELAY_S
+from .history import History, HistoryWriter
+from .processes import ChildProcess, Children
+from .progress import HistoryTally, ProgressView, describe_event
+from .proxy import ProxyThread
+from .report import ChartUnavailable, results_document, write_chart
+from .scenario import BadInput, RunFailed, Scenario
+from .schedule import FaultSchedule
+from .workloads import producer as producer_worker
+from .workloads.delivery import ConsumerStage, PipelineStage
+from .workloads.sinks import DeliveriesTable, PipelineTable, SinkUnavailable, remove_sink_files
+
+__all__ = ["RunFailed", "RunOutcome", "Runner", "preflight", "write_outputs"]
+
+PRODUCER_FLUSH_S = 30.0
+MAX_UNEXPECTED_RESTARTS = 5
+
+
+def prose(semantics: str) -> str:
+    return semantics.replace("_", "-")
+
+
+# -- before anything runs -----------------------------------------------------------------
+
+def preflight(scenario: Scenario) -> FaultSchedule:
+    """Everything checkable before a process starts; ``BadInput`` with one sentence."""
+    schedule = scenario.schedule()
+    if scenario.uses_pipeline:
+        _check_spark()
+    if scenario.bootstrap is not None:
+        _check_reachable(scenario.bootstrap)
+    _prepare_out(scenario)
+    return schedule
+
+
+def _check_spark() -> None:
+    import importlib.util
+    if importlib.util.find_spec("pyspark") is None:
+        raise BadInput("exactly-once runs the PySpark pipeline, which needs the spark extra: "
+                       "pip install 'oncelog[spark]' (or leave exactly-once out of --semantics)")
+    java_home = os.environ.get("JAVA_HOME")
+    if shutil.which("java") is None and not (java_home and Path(java_home, "bin", "java").exists()):
+        raise BadInput("exactly-once runs the PySpark pipeline, which needs Java 17 or later "
+                       "on the PATH (or JAVA_HOME)")
+
+
+def _check_reachable(bootstrap: str, timeout_s: float = 3.0) -> None:
+    host, _, port = bootstrap.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error) or type(error).__name__
+        raise BadInput(f"cannot reach a broker at {bootstrap}: {reason}") from None
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000,
+                         "logger": _quiet()})
+    try:
+        admin.list_topics(timeout=5)
+    except KafkaException as error:
+        raise BadInput(f"{bootstrap} accepts connections but does not answer as a Kafka "
+                       f"broker: {error.args[0].str()}") from None
+
+
+def _prepare_out(scenario: Scenario) -> None:
+    """Make ``--out`` (removing only what a previous run wrote) and open every sink."""
+    out = scenario.out_dir
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"cannot use --out {out}: it exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".oncelog-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        for name in ("result.json", "chart.png", "schedule.json"):
+            (out / name).unlink(missing_ok=True)
+        for folder in ("history", "logs", "broker"):
+            if (out / folder).is_dir():
+                shutil.rmtree(out / folder)
+    except OSError as error:
+        raise BadInput(f"cannot write to --out {out}: {error.strerror or error}") from None
+    for semantics in scenario.semantics:
+        folder = out / prose(semantics)
+        try:
+            folder.mkdir(exist_ok=True)
+            if (folder / "checkpoint").is_dir():
+                shutil.rmtree(folder / "checkpoint")
+            sink = _sink(scenario, semantics)
+            remove_sink_files(sink.path)
+            sink.create()
+        except SinkUnavailable as error:
+            raise BadInput(str(error)) from None
+        except OSError as error:
+            raise BadInput(f"cannot write to {folder}: {error.strerror or error}") from None
+
+
+def _sink(scenario: Scenario, semantics: str) -> DeliveriesTable | PipelineTable:
+    path = scenario.out_dir / prose(semantics) / "sink.db"
+    if semantics == "exactly_once" and scenario.exactly_once_stage == "pipeline":
+        return PipelineTable(path)
+    return DeliveriesTable(path)
+
+
+def _quiet() -> logging.Logger:
+    quiet = logging.getLogger("oncelog.verify.librdkafka")
+    quiet.setLevel(logging.CRITICAL)
+    return quiet
+
+
+# -- the run ------------------------------------------------------------------------------
+
+@dataclass
+class RunOutcome:
+    scenario: Scenario
+    schedule: FaultSchedule
+    results: list[CheckResult] = field(default_factory=list)
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)   # per semantics: topic, ...
+    wall_time_s: float = 0.0
+
+    @property
+    def contracts_kept(self) -> bool:
+        return all(result.contract_kept for result in self.results)
+
+    @property
+    def proved_nothing(self) -> list[str]:
+        """Semantics whose run had nothing acknowledged or nothing delivered."""
+        return [prose(result.semantics) for result in self.results
+                if result.acknowledged == 0 or result.delivered == 0]
+
+
+class Runner:
+    def __init__(self, scenario: Scenario, schedule: FaultSchedule, *,
+                 console: Console | None = None) -> None:
+        self.scenario = scenario
+        self.schedule = schedule
+        self.console = console or Console()
+        self.out = scenario.out_dir
+        self.run_tag = f"s{scenario.seed}-{secrets.token_hex(3)}"
+        self.children = Children()
+        self.broker: BrokerProcess | None = None
+        self._proxies: list[ProxyThread] = []
+        self.view: ProgressView | None = None
+
+    def run(self) -> RunOutcome:
+        outcome = RunOutcome(self.scenario, self.schedule)
+        started = time.monotonic()
+        previous_term = signal.signal(signal.SIGTERM, signal.default_int_handler)
+        interrupted = False
+        self.view = ProgressView(self.console)
+        try:
+            bootstrap = self._start_broker()
+            for semantics in self.scenario.semantics:
+                result, run = self._run_semantics(semantics, bootstrap)
+                outcome.results.append(result)
+                outcome.runs[semantics] = run
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
+        finally:
+            self.view.close()
+            # Stopping must not be interrupted half-way by a second Ctrl-C.
+            previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            try:
+                self._stop_everything(graceful=not interrupted)
+            finally:
+                signal.signal(signal.SIGINT, previous_int)
+                signal.signal(signal.SIGTERM, previous_term)
+        outcome.wall_time_s = round(time.monotonic() - started, 1)
+        return outcome
+
+    def _stop_everything(self, *, graceful: bool) -> None:
+        for proxy in self._proxies:
+            proxy.stop()
+        self.children.stop_all(graceful=graceful)
+
+    def _start_broker(self) -> str:
+        if self.scenario.bootstrap is not None:
+            return self.scenario.bootstrap
+        self.broker = BrokerProcess(self.out / "broker" / "data",
+                                    settings=self.scenario.broker_settings,
+                                    log_path=self.out / "logs" / "broker.log")
+        self.children.add_broker(self.broker)
+        self.broker.log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.broker.start()
+        except RuntimeError as error:
+            raise RunFailed(f"the broker did not start: {error}") from None
+        self.view.event(f"broker pid {self.broker.pid} on {self.broker.bootstrap}, "
+                        f"log {self.broker.log_path}")
+        return self.broker.bootstrap
+
+    def _run_semantics(self, semantics: str, bootstrap: str) -> tuple[CheckResult, dict]:
+        return _SemanticsRun(self, semantics, bootstrap).execute()
+
+
+class _SemanticsRun:
+    """One semantics, start to verdict: its topic, delivery stage, producers, proxy and
+    nemesis, and the notes that end up as the result's warnings."""
+
+    def __init__(self, runner: Runner, semantics: str, bootstrap: str) -> None:
+        self.runner = runner
+        self.scenario = runner.scenario
+        self.semantics = semantics
+        self.name = prose(semantics)
+        self.bootstrap = bootstrap
+        self.view = runner.view
+        self.topic = f"verify-{self.name}-{runner.run_tag}"
+        self.history_dir = runner.out / "history" / self.name
+        self.notes: list[str] = []
+        self.details: dict[str, Any] = {"topic": self.topic, "history": str(self.history_dir)}
+        self.unexpected_restarts = 0
+        self.noted_producers: set[str] = set()
+        self.tally = HistoryTally([self.history_dir / f"producer-{index}.jsonl"
+                                   for index in range(self.scenario.producers)])
+        self.delivered = 0
+        self.counted_at = 0.0
+        self.nemesis: Nemesis | None = None
+        self.t0 = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def execute(self) -> tuple[CheckResult, dict]:
+        scenario, runner = self.scenario, self.runner
+        _create_topic(self.bootstrap, self.topic, scenario.partitions)
+        self.history_dir.mkdir(parents=True, exist_ok=True)
+        proxy = None
+        if "drop-acks" in scenario.faults:
+            proxy = ProxyThread(self.bootstrap).start()
+            runner._proxies.append(proxy)
+        self.stage = stage = self._stage()
+        self.details.update(stage=stage.description, stage_log=str(stage.log_path))
+
+        self.view.begin(self.name, scenario.duration_s)
+        self._start_stage()
+
+        producers = self._producers(proxy.bootstrap if proxy else self.bootstrap)
+        with HistoryWriter(self.history_dir / "faults.jsonl") as faults_history:
+            self.nemesis = Nemesis(
+                runner.schedule, self._faults(proxy), faults_history,
+                on_event=lambda event: self.view.event(describe_event(self.name, event)))
+            for child in producers:
+                child.start()
+            self.t0 = time.monotonic()  # the schedule's clock
+            self._workload(producers)
+        self._stop_producers(producers)
+        self.details["drain_s"] = self._drain()
+        stage.stop()
+        if proxy is not None:
+            self.details["proxy_dropped_responses"] = proxy.stats.dropped_responses
+            proxy.stop()
+            runner._proxies.remove(proxy)
+
+        with HistoryWriter(self.history_dir / "sink.jsonl") as sink_history:
+            self.details["sink_rows"] = stage.sink.scan(sink_history)
+        self.details["sink"] = str(stage.sink.path)
+        result = check(History.load(self.history_dir), self.semantics)
+        result.warnings.extend(self.notes)
+        self.counted_at = 0.0
+        self._show("checked")
+        verdict = "kept" if result.contract_kept else "[bold red]BROKEN[/]"
+        self.view.event(f"{self.name}: checked, contract {verdict}")
+        return result, self.details
+
+    def _start_stage(self) -> None:
+        stage = self.stage
+        stage.start()
+        deadline = time.monotonic() + stage.ready_timeout_s
+        while not stage.wait_ready(timeout_s=0.5):
+            if not stage.alive:
+                raise RunFailed(f"the {stage.description} exited with status "
+                                f"{stage.child.returncode} while starting; see {stage.log_path}")
+            if time.monotonic() > deadline:
+                raise RunFailed(f"the {stage.description} did not start within "
+                                f"{stage.ready_timeout_s:g} s; see {stage.log_path}")
+            self._show("starting")
+
+    def _workload(self, producers: list[ChildProcess]) -> None:
+        """Play the schedule while the producers run; heal whatever is open at the end."""
+        nemesis = self.nemesis
+        try:
+            # the schedule may shift later while a target recovers (see faults.nemesis)
+            while self.elapsed() < self.scenario.duration_s + nemesis.delay_s:
+                nemesis.run_due(self.elapsed)
+                self._watch(producers)
+                self._show("running")
+                end = self.scenario.duration_s + nemesis.delay_s
+                next_at = nemesis.next_at_s if nemesis.next_at_s is not None else end
+                time.sleep(max(0.0, min(0.25, next_at - self.elapsed(), end - self.elapsed())))
+        finally:
+            nemesis.heal_all(self.elapsed())
+        self.details["schedule_delay_s"] = round(nemesis.delay_s, 1)
+
+    def _stage(self):
+        sink = _sink(self.scenario, self.semantics)
+        logs = self.runner.out / "logs"
+        if isinstance(sink, PipelineTable):
+            return PipelineStage(bootstrap=self.bootstrap, topic=self.topic, sink=sink,
+                                 checkpoint=self.runner.out / self.name / "checkpoint",
+                                 log_path=logs / f"{self.name}-copy-job.log",
+                                 children=self.runner.children,
+                                 max_offsets_per_trigger=max(1000, int(5 * self.scenario.rate)))
+        guarantee = self.semantics
+        if self.semantics == "exactly_once":  # --exactly-once-stage at-least-once-consumer
+            guarantee = "at_least_once"
+            self.notes.append("deliberately misconfigured: exactly-once was delivered by the "
+                              "at-least-once consumer (--exactly-once-stage "
+                              "at-least-once-consumer)")
+        return ConsumerStage(guarantee, bootstrap=self.bootstrap, topic=self.topic, sink=sink,
+                             log_path=logs / f"{self.name}-consumer.log",
+                             children=self.runner.children)
+
+    def _faults(self, proxy: ProxyThread | None) -> dict:
+        stage = self.stage
+        faults: dict[str, Any] = {}
+        if self.runner.broker is not None:
+            faults["kill-broker"] = KillBroker(self.runner.broker)
+        if proxy is not None:
+            faults["drop-acks"] = DropAcks(proxy, note=(
+                "acks=0: the broker sends no acknowledgements to drop"
+                if self.semantics == "at_most_once" else None))
+        if isinstance(stage, PipelineStage):
+            faults["kill-driver"] = KillDelivery("kill-driver", stage, timed=True)
+            faults["kill-consumer"] = KillDelivery(
+                "kill-consumer", stage, timed=False,
+                note="the copy job is this stage's consumer: kill -9 at a random moment")
+        else:
+            faults["kill-consumer"] = KillDelivery("kill-consumer", stage, timed=True)
+            faults["kill-driver"] = KillDelivery(
+                "kill-driver", stage, timed=False,
+                note="no Spark driver in this stage: kill -9 of the consumer instead")
+        return faults
+
+    def _producers(self, bootstrap: str) -> list[ChildProcess]:
+        scenario, runner = self.scenario, self.runner
+        producers = []
+        for index in range(scenario.producers):
+            argv = producer_worker.command(
+                bootstrap=bootstrap, topic=self.topic, semantics=self.semantics,
+                producer=f"p{index}", history=str(self.history_dir / f"producer-{index}.jsonl"),
+                rate=scenario.rate / scenario.producers,
+                # only a bound: the runner stops it when the (maybe shifted) schedule is done
+                duration_s=scenario.duration_s + MAX_DELAY_S * len(runner.schedule) + 120,
+                partitions=scenario.partitions, flush_timeout_s=PRODUCER_FLUSH_S)
+            producers.append(runner.children.add(ChildProcess(
+                f"producer p{index}", argv,
+                runner.out / "logs" / f"{self.name}-producer-{index}.log", watch=True)))
+        return producers
+
+    def _watch(self, producers: list[ChildProcess]) -> None:
+        """A stage that died without a fault is restarted and noted; so is a producer that
+        failed (not restarted: its history stands)."""
+        stage = self.stage
+        status = stage.exited_unexpectedly()
+        if status is not None:
+            self.unexpected_restarts += 1
+            note = (f"the {stage.description} exited on its own with status {status} at "
+                    f"{self.elapsed():.1f} s (see {stage.log_path})")
+            if self.unexpected_restarts > MAX_UNEXPECTED_RESTARTS:
+                raise RunFailed(f"{note}, {self.unexpected_restarts} times; giving up")
+            self.notes.append(note + "; restarted")
+            self.view.event(f"[yellow]![/yellow] {self.name}: {note}; restarting it")
+            stage.restart()
+        for child in producers:
+            code = child.returncode
+            if code not in (None, 0) and child.name not in self.noted_producers:
+                self.noted_producers.add(child.name)
+                self.notes.append(f"{child.name} exited with status {code} at "
+                                  f"{self.elapsed():.1f} s (see {child.log_path})")
+
+    def _stop_producers(self, producers: list[ChildProcess]) -> None:
+        for child in producers:
+            child.signal(signal.SIGTERM)
+        deadline = time.monotonic() + PRODUCER_FLUSH_S + 15
+        while any(child.alive for child in producers) and time.monotonic() < deadline:
+            self._show("flushing")
+            time.sleep(0.25)
+        for child in producers:
+            if child.alive:
+                self.notes.append(f"{child.name} did not finish flushing; killed")
+                child.kill()
+        self._watch(producers)
+
+    def _drain(self) -> float:
+        """Wait until the sink has caught up with the log end of every partition."""
+        ends = _log_end_offsets(self.bootstrap, self.topic, self.scenario.partitions)
+        timeout_s = self.scenario.drain_timeout_s
+        started = time.monotonic()
+        while True:
+            self._watch([])
+            try:
+                delivered = self.stage.sink.ends()
+            except (sqlite3.Error, SinkUnavailable):  # busy: look again in a moment
+                delivered = {}
+            behind = sum(max(0, end - delivered.get(partition, 0))
+                         for partition, end in ends.items())
+            self._show("draining")
+            if behind == 0:
+                return round(time.monotonic() - started, 1)
+            if time.monotonic() - started > timeout_s:
+                self.notes.append(f"the sink had not caught up with the log after {timeout_s:g} "
+                                  f"s of draining: {behind} offsets behind (see "
+                                  f"{self.stage.log_path})")
+                return round(time.monotonic() - started, 1)
+            time.sleep(0.5)
+
+    def _show(self, phase: str) -> None:
+        counts = self.tally.update()
+        if time.monotonic() - self.counted_at >= 1.0:  # spare the sink's writer
+            self.counted_at = time.monotonic()
+            try:
+                self.delivered = self.stage.sink.count()
+            except (sqlite3.Error, SinkUnavailable):  # busy: show the next count later
+                pass
+        elapsed = 0.0 if phase == "starting" else self.elapsed()
+        total = self.scenario.duration_s + (self.nemesis.delay_s if self.nemesis else 0.0)
+        self.view.update(phase=phase, elapsed_s=min(elapsed, total), total_s=total,
+                         produced=counts["produced"], acknowledged=counts["acknowledged"],
+                         delivered=self.delivered,
+                         faults_done=self.nemesis.injected if self.nemesis else 0,
+                         faults_total=len(self.runner.schedule))
+
+
+def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    except KafkaException as error:
+        raise RunFailed(f"cannot create topic {topic}: {error.args[0].str()}") from None
+
+
+def _log_end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "oncelog-verify-ends",
+                         "enable.auto.commit": False, "logger": _quiet()})
+    try:
+        return {partition: consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=15)[1]
+                for partition in range(partitions)}
+    except KafkaException as error:
+        raise RunFailed(f"cannot read the log end offsets of {topic}: "
+                        f"{error.args[0].str()}") from None
+    finally:
+        consumer.close()
+
+
+# -- results ------------------------------------------------------------------------------
+
+def write_outputs(outcome: RunOutcome) -> dict[str, Path | str]:
+    """result.json (with the scenario and per-run details), schedule.json, chart.png."""
+    import json
+    out = outcome.scenario.out_dir
+    document = results_document(outcome.results, outcome.schedule, outcome.scenario.seed)
+    document["scenario"] = outcome.scenario.to_dict()
+    document["runs"] = dict(outcome.runs)  # keyed like "results": at_least_once, ...
+    document["wall_time_s"] = outcome.wall_time_s
+    written: dict[str, Path | str] = {}
+    written["result"] = out / "result.json"
+    written["result"].write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    written["schedule"] = out / "schedule.json"
+    written["schedule"].write_text(outcome.schedule.to_json() + "\n")
+    try:
+        written["chart"] = write_chart(outcome.results, out / "chart.png",
+                                       seed=outcome.scenario.seed)
+    except ChartUnavailable as error:
+        written["chart"] = f"not written: {error}"
+    return written

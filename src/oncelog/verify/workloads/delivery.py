@@ -1,0 +1,180 @@
+"""Delivery stages: what takes records from the log into a sink, per semantics.
+
+| semantics | stage | sink |
+|---|---|---|
+| at-most-once | ``ConsumerStage("at_most_once")``: commit, then process | ``DeliveriesTable`` |
+| at-least-once | ``ConsumerStage("at_least_once")``: process, then commit | ``DeliveriesTable`` |
+| exactly-once | ``PipelineStage``: the Spark copy job, offsets stored with the output | ``PipelineTable`` |
+
+Each stage is one child process the faults can kill and restart. ``kill(timed=...)``:
+
+- ``ConsumerStage``, timed: SIGUSR1 arms the consumer to kill itself inside its weakest
+  window (``consumer.py``); if it has not died within ``wait_s``, ``kill -9`` anyway.
+- ``PipelineStage``, timed: wait (at most ``wait_s``) for the copy job to print
+  ``batch N written`` - the sink has committed batch N, Spark has not yet recorded it in
+  its commit log - and ``kill -9`` its process group (driver, JVM, Python workers) right
+  then, so the restarted query runs batch N again and the sink must skip it.
+- untimed: ``kill -9`` at once, wherever the process happens to be.
+
+A stage knows whether it was killed on purpose (``down``), so the runner can tell a fault
+from a process that died on its own (``exited_unexpectedly``), and whether it has recovered
+from its last start (``steady``: a consumer has its partitions; the copy job has written a
+batch), which the nemesis waits for before it kills it again.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+
+from ..processes import ChildProcess, Children
+from . import consumer as consumer_worker
+from . import pipeline as pipeline_worker
+from .sinks import DeliveriesTable, PipelineTable
+
+__all__ = ["ConsumerStage", "PipelineStage"]
+
+_WRITTEN = re.compile(r"^batch (\d+) written$")
+
+
+class _Stage:
+    child: ChildProcess
+    description: str
+    ready_prefix: str
+    steady_pattern: str
+    ready_timeout_s: float
+
+    def __init__(self) -> None:
+        self.down = False
+        self._started_at = 0.0
+
+    @property
+    def pid(self) -> int | None:
+        return self.child.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.child.alive
+
+    @property
+    def log_path(self) -> Path:
+        return self.child.log_path
+
+    def exited_unexpectedly(self) -> int | None:
+        """The exit status if the process died and no fault killed it, else None."""
+        if self.down or self.child.alive or self.child.process is None:
+            return None
+        return self.child.returncode
+
+    def start(self) -> None:
+        self._started_at = time.monotonic()
+        self.down = False
+        self.child.start()
+
+    def printed(self, pattern: str) -> bool:
+        """Whether the process printed a line matching ``pattern`` since it last started."""
+        regex = re.compile(pattern)
+        return self.child.wait_for_line(lambda text: bool(regex.match(text)),
+                                        after=self._started_at - 1e-3, timeout=0) is not None
+
+    @property
+    def steady(self) -> bool:
+        """Running, and recovered from its last start: worth a fault."""
+        return self.alive and self.printed(self.steady_pattern)
+
+    def wait_ready(self, timeout_s: float | None = None) -> bool:
+        line = self.child.wait_for_line(lambda text: text.startswith(self.ready_prefix),
+                                        after=self._started_at - 1e-3,
+                                        timeout=timeout_s or self.ready_timeout_s)
+        return line is not None
+
+    def restart(self) -> dict:
+        self.start()
+        return {"pid": self.pid}
+
+    def stop(self) -> None:
+        self.down = True
+        self.child.stop(timeout=10.0)
+
+    def _kill_now(self) -> int | None:
+        self.down = True
+        return self.child.kill()
+
+
+class ConsumerStage(_Stage):
+    ready_prefix = "ready"
+    steady_pattern = r"^ready"  # it has its partitions
+    ready_timeout_s = 60.0
+
+    def __init__(self, guarantee: str, *, bootstrap: str, topic: str, sink: DeliveriesTable,
+                 log_path: Path, children: Children, batch_size: int = 200) -> None:
+        super().__init__()
+        self.guarantee = guarantee
+        self.sink = sink
+        self.description = f"{guarantee.replace('_', '-')} consumer"
+        self.child = children.add(ChildProcess(
+            self.description,
+            consumer_worker.command(guarantee=guarantee, bootstrap=bootstrap, group=topic,
+                                    topic=topic, sink=str(sink.path),
+                                    instance=f"{topic}-consumer", batch_size=batch_size),
+            log_path, watch=True))
+
+    def kill(self, *, timed: bool, wait_s: float = 3.0) -> dict:
+        pid = self.pid
+        if not self.child.alive:
+            self.down = True
+            return {"pid": pid, "landed": "was not running"}
+        if timed:
+            armed_at = time.monotonic()
+            self.down = True
+            self.child.signal(signal.SIGUSR1)
+            if self.child.wait_exit(wait_s):
+                line = self.child.wait_for_line(lambda text: text.startswith("crash:"),
+                                                after=armed_at, timeout=0.5)
+                self.child.kill()  # reap, and take anything left in its group
+                if line is not None:
+                    return {"pid": pid, "landed": line.text[len("crash: "):]}
+                return {"pid": pid, "landed": f"exited with status {self.child.returncode}"}
+            self._kill_now()
+            return {"pid": pid, "landed": f"kill -9 (no batch within {wait_s:g} s of arming)"}
+        self._kill_now()
+        return {"pid": pid, "landed": "kill -9 at once"}
+
+
+class PipelineStage(_Stage):
+    ready_prefix = "started"
+    steady_pattern = _WRITTEN.pattern  # past the JVM start and its first batch
+    ready_timeout_s = 180.0
+
+    def __init__(self, *, bootstrap: str, topic: str, sink: PipelineTable, checkpoint: Path,
+                 log_path: Path, children: Children, trigger_ms: int = 500,
+                 pause_ms: int = 100, max_offsets_per_trigger: int = 2000) -> None:
+        super().__init__()
+        self.sink = sink
+        self.description = "Spark copy job"
+        self.child = children.add(ChildProcess(
+            self.description,
+            pipeline_worker.command(bootstrap=bootstrap, topic=topic, sink_url=sink.url,
+                                    table=sink.table, checkpoint=str(checkpoint),
+                                    query_name=topic, trigger_ms=trigger_ms,
+                                    pause_ms=pause_ms,
+                                    max_offsets_per_trigger=max_offsets_per_trigger),
+            log_path, watch=True))
+
+    def kill(self, *, timed: bool, wait_s: float = 8.0) -> dict:
+        pid = self.pid
+        if not self.child.alive:
+            self.down = True
+            return {"pid": pid, "landed": "was not running"}
+        if timed:
+            line = self.child.wait_for_line(lambda text: bool(_WRITTEN.match(text)),
+                                            after=time.monotonic(), timeout=wait_s)
+            self._kill_now()
+            if line is not None:
+                return {"pid": pid, "landed": f"after '{line.text}', before Spark's commit log"}
+            phase = "still starting" if not self.printed("^started$") else "no batch written"
+            return {"pid": pid, "landed": f"kill -9 ({phase} within {wait_s:g} s)"}
+        self._kill_now()
+        return {"pid": pid, "landed": "kill -9 at once"}

@@ -1,0 +1,252 @@
+"""``oncelog verify`` end to end: per semantics, a short run under faults keeps its contract;
+a deliberately broken configuration is caught; bad input stops before anything runs; and
+Ctrl-C stops every process a run started.
+
+Every run goes through the CLI as a subprocess and is judged from its ``result.json``;
+assertion messages carry the seed, so a failure can be replayed with ``--seed``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from oncelog.broker.process import free_port
+from oncelog.verify.schedule import FaultSchedule
+
+from .verify_run import command_line, descendants, run_verify, running, verify_command
+
+
+def faults_of(result: dict, semantics: str) -> list[dict]:
+    return result["results"][semantics]["faults"]
+
+
+def assert_schedule_played(run, semantics: str, faults: list[str], duration_s: float) -> None:
+    """The run used the seeded schedule, and injected and healed every fault in it."""
+    result = run.result
+    expected = FaultSchedule.generate(result["seed"], faults, duration_s,
+                                      semantics.replace("_", "-"))
+    assert result["schedule"] == expected.to_dict(), run.explain()
+    events = faults_of(result, semantics)
+    for fault in expected:
+        injected = [e for e in events if e["name"] == fault.name and e["action"] == "inject"
+                    and e["detail"]["at_s"] == fault.at_s]
+        healed = [e for e in events if e["name"] == fault.name and e["action"] == "heal"
+                  and e["detail"]["at_s"] == fault.heal_at_s]
+        assert len(injected) == 1 and len(healed) == 1, f"{fault}: {events}\n{run.explain()}"
+        # on time, give or take the shift while a target recovered (faults.nemesis)
+        detail = injected[0]["detail"]
+        assert abs(detail["elapsed_s"] - fault.at_s - detail["delay_s"]) < 1.0, run.explain()
+
+
+def landed(result: dict, semantics: str, name: str) -> list[str]:
+    return [e["detail"].get("landed", "") for e in faults_of(result, semantics)
+            if e["name"] == name and e["action"] == "inject"]
+
+
+# -- a short run per semantics, with faults: each contract holds --------------------------
+
+@pytest.mark.slow
+def test_at_most_once_run_loses_records_and_never_duplicates(tmp_path):
+    faults = ["kill-consumer", "kill-broker"]
+    run = run_verify(tmp_path / "out", "--semantics", "at-most-once", "--duration", "16",
+                     "--seed", "10", "--faults", ",".join(faults))
+    assert run.returncode == 0, run.explain()
+    result = run.result["results"]["at_most_once"]
+    counts = result["counts"]
+    assert result["contract_kept"] and counts["duplicated"] == 0, run.explain()
+    assert counts["acknowledged"] > 1000 and counts["delivered"] > 1000, run.explain()
+    assert_schedule_played(run, "at_most_once", faults, 16)
+    # the consumer died between committing a batch and processing it: that batch is lost
+    batches = [re.match(r"committed (\d+) records, not processed", where)
+               for where in landed(run.result, "at_most_once", "kill-consumer")]
+    assert batches and all(batches), run.explain()
+    assert counts["lost"] >= sum(int(batch.group(1)) for batch in batches) > 0, run.explain()
+    assert "at-most-once" in run.stdout and "✔" in run.stdout
+
+
+@pytest.mark.slow
+def test_at_least_once_run_loses_nothing_under_faults(tmp_path):
+    faults = ["kill-consumer", "kill-broker", "drop-acks"]
+    run = run_verify(tmp_path / "out", "--semantics", "at-least-once", "--duration", "20",
+                     "--seed", "11", "--faults", ",".join(faults))
+    assert run.returncode == 0, run.explain()
+    result = run.result["results"]["at_least_once"]
+    counts = result["counts"]
+    assert result["contract_kept"] and counts["lost"] == 0, run.explain()
+    assert counts["acknowledged"] > 1000, run.explain()
+    assert_schedule_played(run, "at_least_once", faults, 20)
+    # the consumer died between processing a batch and committing it: that batch came again
+    batches = [re.match(r"processed (\d+) records, not committed", where)
+               for where in landed(run.result, "at_least_once", "kill-consumer")]
+    assert batches and all(batches), run.explain()
+    assert counts["duplicated"] >= max(int(batch.group(1)) for batch in batches) > 0, \
+        run.explain()
+    dropped = sum(e["detail"]["dropped"] for e in faults_of(run.result, "at_least_once")
+                  if e["name"] == "drop-acks" and e["action"] == "heal")
+    assert dropped > 0, run.explain()
+
+
+@pytest.mark.slow
+def test_exactly_once_pipeline_run_neither_loses_nor_duplicates(tmp_path):
+    """The Spark copy job is killed right after the sink committed a batch and before
+    Spark recorded it, so the restarted query runs that batch again: the TransactionalSink
+    must skip it. Meanwhile the broker is killed and acknowledgements are dropped."""
+    faults = ["kill-driver", "drop-acks", "kill-broker"]
+    run = run_verify(tmp_path / "out", "--semantics", "exactly-once", "--duration", "25",
+                     "--seed", "21", "--faults", ",".join(faults), timeout=280)
+    assert run.returncode == 0, run.explain()
+    result = run.result["results"]["exactly_once"]
+    counts = result["counts"]
+    assert result["contract_kept"], run.explain()
+    assert counts["lost"] == counts["duplicated"] == counts["reordered"] == 0, run.explain()
+    assert counts["acknowledged"] > 1000, run.explain()
+    assert counts["delivered"] >= counts["acknowledged"], run.explain()
+    assert_schedule_played(run, "exactly_once", faults, 25)
+    log = (run.out / "logs" / "exactly-once-copy-job.log").read_text()
+    for where in landed(run.result, "exactly_once", "kill-driver"):
+        match = re.match(r"after 'batch (\d+) written', before Spark's commit log", where)
+        assert match, run.explain()
+        # the restarted query ran the batch again; the sink skipped it (nothing duplicated)
+        runs = re.findall(rf"\] batch {match.group(1)} written$", log, re.MULTILINE)
+        assert len(runs) >= 2, f"batch {match.group(1)} was not run again\n{run.explain()}"
+    dropped = sum(e["detail"]["dropped"] for e in faults_of(run.result, "exactly_once")
+                  if e["name"] == "drop-acks" and e["action"] == "heal")
+    assert dropped > 0, run.explain()
+
+
+# -- a deliberately broken configuration is caught ----------------------------------------
+
+@pytest.mark.slow
+def test_exactly_once_delivered_by_the_at_least_once_consumer_is_caught(tmp_path):
+    """At-least-once consumer settings labelled exactly-once: the consumer is killed after
+    processing a batch and before committing it, so the batch is delivered twice. The
+    verifier must report the broken exactly-once contract and exit non-zero."""
+    run = run_verify(tmp_path / "out", "--semantics", "exactly-once", "--duration", "12",
+                     "--seed", "5", "--faults", "kill-consumer",
+                     "--exactly-once-stage", "at-least-once-consumer")
+    assert run.returncode == 1, run.explain()
+    result = run.result["results"]["exactly_once"]
+    assert not result["contract_kept"] and not run.result["contracts_kept"], run.explain()
+    assert result["counts"]["duplicated"] > 0 and result["counts"]["lost"] == 0, run.explain()
+    assert any("more than once" in sentence for sentence in result["violations"]), run.explain()
+    assert any("deliberately misconfigured" in w for w in result["warnings"]), run.explain()
+    assert "✘ exactly-once" in run.stdout, run.explain()
+
+
+# -- bad input: one sentence, exit 2, before anything runs --------------------------------
+
+def _file_as_out(tmp_path: Path) -> list[str]:
+    out = tmp_path / "a-file"
+    out.write_text("not a folder")
+    return ["--out", str(out)]
+
+
+def _directory_as_sink(tmp_path: Path) -> list[str]:
+    (tmp_path / "out" / "at-least-once" / "sink.db").mkdir(parents=True)
+    return ["--semantics", "at-least-once"]
+
+
+BAD_INPUT = {
+    "invalid fault": (lambda tmp: ["--faults", "kill-broker,explode"], "unknown fault 'explode'"),
+    "unknown semantics": (lambda tmp: ["--semantics", "maybe-once"], "unknown semantics"),
+    "too short": (lambda tmp: ["--duration", "5"], "too short for these faults"),
+    "unreachable bootstrap": (lambda tmp: ["--bootstrap", f"127.0.0.1:{free_port()}",
+                                           "--faults", "drop-acks"], "cannot reach a broker"),
+    "kill-broker of a broker not ours": (
+        lambda tmp: ["--bootstrap", f"127.0.0.1:{free_port()}", "--faults", "kill-broker"],
+        "cannot be used with --bootstrap"),
+    "out is a file": (_file_as_out, "is not a directory"),
+    "sink cannot be opened": (_directory_as_sink, "cannot open the sink"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUT)
+def test_bad_input_is_one_sentence_and_exit_2_before_anything_runs(tmp_path, case):
+    make_args, message = BAD_INPUT[case]
+    args = make_args(tmp_path)
+    out = tmp_path / "out"
+    if "--out" not in args:
+        args = ["--out", str(out), *args]
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "oncelog", "verify", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.startswith("oncelog: ") and done.stderr.count("\n") == 1, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
+    assert not (out / "logs").exists(), "a process was started"
+    assert time.monotonic() - started < 15
+
+
+# -- Ctrl-C stops every process the run started -------------------------------------------
+
+def _wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["pipeline running", "broker killed"])
+def test_ctrl_c_stops_every_process_the_run_started(tmp_path, moment):
+    """SIGINT while the Spark copy job (driver, JVM, Python workers), the broker and the
+    producers all run - or in the middle of a fault, with the broker down and due to be
+    restarted: the verifier exits 130 and none of its processes survives it."""
+    out = tmp_path / "out"
+    if moment == "pipeline running":
+        args = ["--semantics", "exactly-once", "--faults", "none", "--duration", "120"]
+    else:  # seed 12 kills the broker 4.19 s in, for 1.3 s
+        args = ["--semantics", "at-least-once", "--faults", "kill-broker", "--duration", "20",
+                "--seed", "12"]
+    log = open(tmp_path / "verify.log", "w+")
+    tree: list[int] = []
+    verify = subprocess.Popen(verify_command(out, *args), stdout=log, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL)
+    try:
+        if moment == "pipeline running":
+            copy_job_log = out / "logs" / "exactly-once-copy-job.log"
+            _wait_for(lambda: copy_job_log.exists() and " started" in copy_job_log.read_text(),
+                      150, "the copy job to start")
+            history = out / "history" / "exactly-once" / "producer-0.jsonl"
+            _wait_for(lambda: history.exists() and history.stat().st_size > 0, 30,
+                      "the producers")
+        else:
+            _wait_for(lambda: "kill-broker inject" in Path(log.name).read_text(), 60,
+                      "the broker to be killed")
+        tree = descendants(verify.pid)
+        names = " | ".join(command_line(pid) for pid in tree)
+        if moment == "pipeline running":
+            assert "java" in names and "oncelog.verify.workloads.producer" in names, names
+        verify.send_signal(signal.SIGINT)
+        assert verify.wait(30) == 130, Path(log.name).read_text()[-3000:]
+        _wait_for(lambda: not any(running(pid) for pid in tree), 10,
+                  "every process of the run to stop")
+        time.sleep(3)  # and nothing restarts the broker the fault had killed
+        survivors = [pid for pid in descendants(verify.pid) + tree if running(pid)]
+        assert not survivors, [command_line(pid) for pid in survivors]
+        assert "interrupted; every process the run started was stopped" in \
+            Path(log.name).read_text()
+    finally:  # a failing test still leaves nothing running
+        if verify.poll() is None:
+            tree = tree or descendants(verify.pid)
+            verify.send_signal(signal.SIGINT)
+            try:
+                verify.wait(30)
+            except subprocess.TimeoutExpired:
+                verify.kill()
+                verify.wait()
+        for pid in tree:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+        log.close()

@@ -1,0 +1,86 @@
+"""Running ``oncelog verify`` as a user would (a subprocess), and the process tree it owns.
+
+``run_verify`` returns the finished process and ``result.json`` (None when none was
+written); ``descendants(pid)`` lists a process's whole tree from /proc, so a test can check
+that every process a run started is gone afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class VerifyRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    out: Path
+    result: dict | None
+    seconds: float
+
+    def explain(self) -> str:
+        """For assertion messages: the seed (replay with --seed), status and output tails."""
+        seed = self.result["seed"] if self.result else "?"
+        return (f"seed {seed} (replay: oncelog verify --seed {seed} ...), exit "
+                f"{self.returncode}, {self.seconds:.0f} s, output in {self.out}\n"
+                f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-2000:]}")
+
+
+def verify_command(out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "oncelog", "verify", "--out", str(out), *args]
+
+
+def run_verify(out: Path, *args: str, timeout: float = 240) -> VerifyRun:
+    started = time.monotonic()
+    done = subprocess.run(verify_command(out, *args), capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+    result_path = out / "result.json"
+    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    return VerifyRun(done.returncode, done.stdout, done.stderr, out, result,
+                     time.monotonic() - started)
+
+
+def _parents() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    tree, todo, found = _parents(), [pid], []
+    while todo:
+        kids = tree.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+    except OSError:
+        return "?"
