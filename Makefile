@@ -9,7 +9,7 @@ setup: .venv/.installed
 	bash scripts/setup.sh
 
 demo: setup
-	.venv/bin/oncelog pipeline run
+	.venv/bin/oncelog verify --semantics all
 
 test: setup
 	.venv/bin/pytest
