@@ -84,6 +84,19 @@ def test_errors_are_one_sentence(broker, tmp_path):
     assert shared.returncode == 1 and "in use by another broker" in shared.stderr
 
 
+def test_usage_errors_are_one_line_too():
+    """Click printed a usage block, a hint and the error on three lines for a bad value or a
+    missing argument; now its usage errors read like every other oncelog error."""
+    for args, words in [(("verify", "--seed", "abc"), "'abc' is not a valid integer"),
+                        (("topics", "create"), "Missing argument 'NAME'"),
+                        (("no-such-command",), "No such command")]:
+        done = oncelog(*args, check=False)
+        assert done.returncode == 2
+        assert done.stderr.startswith("oncelog: ") and done.stderr.count("\n") == 1
+        assert words in done.stderr and "--help" in done.stderr
+    assert oncelog("--help").stdout.startswith("Usage: oncelog")
+
+
 def test_config_file_and_set_flags(broker_factory, tmp_path):
     properties = tmp_path / "server.properties"
     properties.write_text("# a stock Kafka file works\nnum.partitions=2\n"

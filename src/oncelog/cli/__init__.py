@@ -19,7 +19,28 @@ import click
 
 from .common import Failure
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _OneLineErrors(click.Group):
+    """Click's usage errors (a bad value, a missing argument) as one line, like ours: click
+    would print the usage block, a hint and the error on three."""
+
+    def main(self, args=None, prog_name=None, **extra):
+        try:
+            result = super().main(args, prog_name, standalone_mode=False, **extra)
+        except click.UsageError as error:
+            where = error.ctx.command_path if error.ctx else "oncelog"
+            click.echo(f"oncelog: {error.format_message()} (see {where} --help)", err=True)
+            sys.exit(error.exit_code)
+        except click.ClickException as error:
+            error.show()
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("oncelog: aborted", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="oncelog")
 def main() -> None:
     """oncelog: a Kafka-compatible log with delivery guarantees you can choose and prove."""
