@@ -18,11 +18,13 @@ Options (as in Spark's Kafka source):
   ``includeHeaders`` (default false), ``kafkaConsumer.pollTimeoutMs`` (default 120000)
 - ``kafka.<name>``: passed to the client (librdkafka names, which match the Java client's for
   everything common). ``kafka.isolation.level`` is ``read_uncommitted`` or ``read_committed``
-  (the default, as in Spark). Options that would make the client manage offsets itself
-  (``kafka.auto.offset.reset``, ``kafka.enable.auto.commit``, deserializers, interceptors)
-  are refused, as Spark refuses them: offsets live in Spark's checkpoint. The client never
-  joins a group or commits; its ``group.id`` (librdkafka requires one) is ``kafka.group.id``
-  if given, else ``groupIdPrefix`` (default ``spark-kafka-source``) plus the query's id.
+  (the default here, as in librdkafka; Spark's Java client defaults to ``read_uncommitted``,
+  but an exactly-once pipeline must not see open or aborted transactions' records).
+  Options that would make the client manage offsets itself (``kafka.auto.offset.reset``,
+  ``kafka.enable.auto.commit``, deserializers, interceptors) are refused, as Spark refuses
+  them: offsets live in Spark's checkpoint. The client never joins a group or commits;
+  its ``group.id`` (librdkafka requires one) is ``kafka.group.id`` if given, else
+  ``groupIdPrefix`` (default ``spark-kafka-source``) plus the query's id.
 """
 
 from __future__ import annotations
