@@ -6,7 +6,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from pyspark.errors import PySparkException
 from py4j.protocol import Py4JJavaError
 
@@ -240,9 +240,33 @@ def test_bad_options_fail_at_load_with_one_clear_sentence(spark, spark_broker, o
     assert message.format(topic=topic) in str(raised.value)
 
 
-def test_missing_topic_is_waited_for_when_fail_on_data_loss_is_false(spark, spark_broker):
-    df = stream(spark, spark_broker.bootstrap, subscribe="not-yet", failOnDataLoss="false")
-    assert df.isStreaming
+def test_missing_topic_is_waited_for_when_fail_on_data_loss_is_false(spark, spark_broker,
+                                                                     tmp_path):
+    """With failOnDataLoss=false a query on a topic that does not exist yet starts, runs
+    empty batches without creating the topic, and reads it from offset 0 once it exists."""
+    bootstrap = spark_broker.bootstrap
+    topic = f"not-yet-{uuid.uuid4().hex[:8]}"
+    df = stream(spark, bootstrap, subscribe=topic, failOnDataLoss="false")
+    name = f"q{uuid.uuid4().hex[:8]}"
+    query = (df.writeStream.format("memory").queryName(name)
+             .option("checkpointLocation", str(tmp_path / "cp")).start())
+    try:
+        query.processAllAvailable()
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert topic not in admin.list_topics(timeout=10).topics   # never auto-created
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(15)
+        for partition in (0, 1):
+            produce(bootstrap, topic, [f"p{partition}".encode()] * 4, partition=partition)
+        deadline = time.monotonic() + 60
+        rows = []
+        while time.monotonic() < deadline and len(rows) < 8:
+            query.processAllAvailable()
+            rows = spark.table(name).collect()
+            time.sleep(0.5)
+        assert query.exception() is None
+    finally:
+        query.stop()
+    assert offsets_of(rows) == [(topic, p, o) for p in (0, 1) for o in range(4)]
 
 
 def test_unreachable_broker_fails_at_load(spark):
