@@ -122,6 +122,25 @@ def test_exactly_once_pipeline_run_neither_loses_nor_duplicates(tmp_path):
     assert dropped > 0, run.explain()
 
 
+@pytest.mark.slow
+def test_an_existing_broker_given_with_bootstrap_is_used_and_left_running(tmp_path, broker):
+    """``--bootstrap``: the run uses a broker it did not start - its topic appears there,
+    drop-acks goes through the proxy in front of it - and leaves that broker running."""
+    faults = ["kill-consumer", "drop-acks"]
+    run = run_verify(tmp_path / "out", "--semantics", "at-least-once", "--duration", "14",
+                     "--seed", "12", "--faults", ",".join(faults),
+                     "--bootstrap", broker.bootstrap)
+    assert run.returncode == 0, run.explain()
+    counts = run.result["results"]["at_least_once"]["counts"]
+    assert counts["lost"] == 0 and counts["acknowledged"] > 500, run.explain()
+    assert_schedule_played(run, "at_least_once", faults, 14)
+    assert not (run.out / "broker").exists(), "the run started a broker of its own"
+    assert running(broker.pid), "the run stopped a broker it did not start"
+    from confluent_kafka.admin import AdminClient
+    topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
+    assert run.result["runs"]["at_least_once"]["topic"] in topics, run.explain()
+
+
 # -- a deliberately broken configuration is caught ----------------------------------------
 
 @pytest.mark.slow

@@ -79,3 +79,27 @@ def test_unreachable_bootstrap_is_one_sentence(tmp_path):
     assert job.returncode == 1
     assert output.strip().splitlines() == [output.strip()]
     assert "cannot reach a broker" in output
+
+
+@pytest.mark.slow
+def test_pipeline_into_postgresql_holds_every_order_once(tmp_path, postgres_url):
+    """``--sink postgresql://...``: the same job into a real PostgreSQL server - orders with
+    their offsets in one transaction per batch, revenue as upserts - and the report agrees."""
+    import psycopg
+
+    job = pipeline("--work-dir", str(tmp_path / "work"), "--sink", postgres_url,
+                   "--records", "3000", "--rate", "3000")
+    output, _ = job.communicate(timeout=300)
+    assert job.returncode == 0, output
+    assert "exactly once" in output
+    with psycopg.connect(postgres_url) as connection:
+        rows, distinct, eur = connection.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT order_id), SUM(amount_eur) "
+            "FROM orders_enriched").fetchone()
+        revenue_orders, revenue = connection.execute(
+            "SELECT SUM(orders), SUM(revenue_eur) FROM revenue_by_country").fetchone()
+        batches = connection.execute(
+            "SELECT COUNT(*) FROM oncelog_sink_batches WHERE query_name = 'orders'").fetchone()[0]
+    assert rows == distinct == 3000
+    assert revenue_orders == 3000 and abs(float(revenue) - float(eur)) < 1.0
+    assert batches >= 1
