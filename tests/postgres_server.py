@@ -25,15 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-try:
-    from oncelog.broker.process import free_port
-except ImportError:  # pragma: no cover - the broker module always has it today
-    import socket
-
-    def free_port(host: str = "127.0.0.1") -> int:
-        with socket.socket() as probe:
-            probe.bind((host, 0))
-            return probe.getsockname()[1]
+from oncelog.broker.process import free_port
 
 SYSTEM_USER = "postgres"
 
