@@ -20,14 +20,20 @@ def pipeline(*args: str, **kwargs) -> subprocess.Popen:
                             start_new_session=True, **kwargs)
 
 
-def orders_in(database) -> tuple[int, int, float, int, float]:
+def orders_in(connection) -> tuple[int, int, float, int, float]:
+    """Order rows, distinct orders, their EUR, and the revenue table's orders and EUR, from
+    a sqlite3 or psycopg connection."""
+    rows, distinct, eur = connection.execute(
+        "SELECT COUNT(*), COUNT(DISTINCT order_id), SUM(amount_eur) "
+        "FROM orders_enriched").fetchone()
+    revenue_orders, revenue = connection.execute(
+        "SELECT SUM(orders), SUM(revenue_eur) FROM revenue_by_country").fetchone()
+    return rows, distinct, float(eur or 0), revenue_orders, float(revenue or 0)
+
+
+def orders_in_sqlite(database) -> tuple[int, int, float, int, float]:
     with sqlite3.connect(database) as connection:
-        rows, distinct, eur = connection.execute(
-            "SELECT COUNT(*), COUNT(DISTINCT order_id), SUM(amount_eur) "
-            "FROM orders_enriched").fetchone()
-        revenue_orders, revenue = connection.execute(
-            "SELECT SUM(orders), SUM(revenue_eur) FROM revenue_by_country").fetchone()
-    return rows, distinct, eur, revenue_orders, revenue
+        return orders_in(connection)
 
 
 @pytest.mark.slow
@@ -43,7 +49,7 @@ def test_pipeline_killed_mid_run_and_run_again_holds_every_order_once(tmp_path):
         while time.monotonic() < deadline:     # kill once some batches are committed
             if database.exists():
                 try:
-                    if orders_in(database)[0] >= 600:
+                    if orders_in_sqlite(database)[0] >= 600:
                         break
                 except sqlite3.OperationalError:
                     pass                          # tables not created yet
@@ -53,14 +59,14 @@ def test_pipeline_killed_mid_run_and_run_again_holds_every_order_once(tmp_path):
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(30)
-    killed_at = orders_in(database)[0]
+    killed_at = orders_in_sqlite(database)[0]
     assert killed_at < 6000
 
     second = pipeline("--work-dir", str(work), "--records", "1000", "--rate", "2000")
     output, _ = second.communicate(timeout=300)
     assert second.returncode == 0, output
     assert "exactly once" in output
-    rows, distinct, eur, revenue_orders, revenue = orders_in(database)
+    rows, distinct, eur, revenue_orders, revenue = orders_in_sqlite(database)
     assert rows == distinct > 1000 + killed_at - 1
     assert revenue_orders == rows and abs(revenue - eur) < 1.0
 
@@ -93,13 +99,9 @@ def test_pipeline_into_postgresql_holds_every_order_once(tmp_path, postgres_url)
     assert job.returncode == 0, output
     assert "exactly once" in output
     with psycopg.connect(postgres_url) as connection:
-        rows, distinct, eur = connection.execute(
-            "SELECT COUNT(*), COUNT(DISTINCT order_id), SUM(amount_eur) "
-            "FROM orders_enriched").fetchone()
-        revenue_orders, revenue = connection.execute(
-            "SELECT SUM(orders), SUM(revenue_eur) FROM revenue_by_country").fetchone()
+        rows, distinct, eur, revenue_orders, revenue = orders_in(connection)
         batches = connection.execute(
             "SELECT COUNT(*) FROM oncelog_sink_batches WHERE query_name = 'orders'").fetchone()[0]
     assert rows == distinct == 3000
-    assert revenue_orders == 3000 and abs(float(revenue) - float(eur)) < 1.0
+    assert revenue_orders == 3000 and abs(revenue - eur) < 1.0
     assert batches >= 1
