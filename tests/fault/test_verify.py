@@ -141,6 +141,36 @@ def test_an_existing_broker_given_with_bootstrap_is_used_and_left_running(tmp_pa
     assert run.result["runs"]["at_least_once"]["topic"] in topics, run.explain()
 
 
+@pytest.mark.slow
+def test_runs_into_postgresql_keep_their_contracts(tmp_path, postgres_url):
+    """``--sink postgresql://...``: the at-least-once consumer and the exactly-once Spark
+    pipeline deliver into a real PostgreSQL server, a table per semantics; the driver is
+    killed after the sink committed a batch, so the replayed batch meets PostgreSQL's
+    marker and is skipped. What the checker read is what the tables hold."""
+    import psycopg
+
+    faults = ["kill-consumer", "kill-driver"]
+    run = run_verify(tmp_path / "out", "--semantics", "at-least-once,exactly-once",
+                     "--duration", "20", "--seed", "23", "--faults", ",".join(faults),
+                     "--sink", postgres_url, timeout=300)
+    assert run.returncode == 0, run.explain()
+    with psycopg.connect(postgres_url) as connection:
+        for semantics in ("at_least_once", "exactly_once"):
+            result = run.result["results"][semantics]
+            assert result["contract_kept"], run.explain()
+            assert result["counts"]["lost"] == 0, run.explain()
+            assert result["counts"]["acknowledged"] > 1000, run.explain()
+            rows = connection.execute(
+                f"SELECT count(*) FROM oncelog_verify_{semantics}").fetchone()[0]
+            assert rows == run.result["runs"][semantics]["sink_rows"] > 0, run.explain()
+            assert "table oncelog_verify_" in run.result["runs"][semantics]["sink"]
+    exactly_once = run.result["results"]["exactly_once"]["counts"]
+    assert exactly_once["duplicated"] == exactly_once["reordered"] == 0, run.explain()
+    assert any(where.startswith("after 'batch ")
+               for where in landed(run.result, "exactly_once", "kill-driver")), run.explain()
+    assert not list((run.out / "exactly-once").glob("sink.db*")), "wrote a SQLite sink too"
+
+
 # -- a deliberately broken configuration is caught ----------------------------------------
 
 @pytest.mark.slow
@@ -184,6 +214,12 @@ BAD_INPUT = {
         "cannot be used with --bootstrap"),
     "out is a file": (_file_as_out, "is not a directory"),
     "sink cannot be opened": (_directory_as_sink, "cannot open the sink"),
+    "sink URL of an unsupported kind": (
+        lambda tmp: ["--sink", "mysql://host/db"], "--sink: unsupported database URL"),
+    "sink server not there": (
+        lambda tmp: ["--semantics", "at-least-once",
+                     "--sink", f"postgresql://nobody@127.0.0.1:{free_port()}/db"],
+        "cannot open the sink: cannot connect to database"),
 }
 
 

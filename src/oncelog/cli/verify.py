@@ -41,6 +41,11 @@ class RunFailure(Failure):
                    "[default: a random one, printed].")
 @click.option("--bootstrap", "-b", default=None, metavar="HOST:PORT",
               help="Use this broker instead of starting one (kill-broker needs our own).")
+@click.option("--sink", "sink_url", default=None, metavar="URL",
+              help="Deliver into this database, a table per semantics "
+                   "(oncelog_verify_<semantics>): sqlite:///path.db or "
+                   "postgresql://user@host:port/db [default: a SQLite file per semantics "
+                   "in --out].")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("verify-out"),
               show_default=True, help="Where result.json, chart.png, histories, sinks and "
                                       "logs go.")
@@ -56,7 +61,7 @@ class RunFailure(Failure):
               default="pipeline", show_default=True,
               help="What delivers the exactly-once run. at-least-once-consumer is a "
                    "deliberately broken configuration, to see the verifier catch it.")
-def verify(semantics, faults, duration_s, seed, bootstrap, out_dir, rate, producers,
+def verify(semantics, faults, duration_s, seed, bootstrap, sink_url, out_dir, rate, producers,
            partitions, drain_timeout_s, exactly_once_stage) -> None:
     """Run producers, a broker and a consumer or the PySpark pipeline under seeded faults,
     then report what was lost, duplicated or reordered per semantics."""
@@ -71,7 +76,7 @@ def verify(semantics, faults, duration_s, seed, bootstrap, out_dir, rate, produc
     try:
         scenario = Scenario.build(
             semantics=semantics, faults=faults, duration_s=duration_s, seed=seed,
-            out_dir=out_dir, bootstrap=bootstrap, rate=rate, producers=producers,
+            out_dir=out_dir, bootstrap=bootstrap, sink=sink_url, rate=rate, producers=producers,
             partitions=partitions, drain_timeout_s=drain_timeout_s,
             exactly_once_stage=exactly_once_stage)
         schedule = preflight(scenario)

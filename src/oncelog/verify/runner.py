@@ -22,7 +22,7 @@ Output folder (``--out``)::
 
     result.json  chart.png  schedule.json
     history/<semantics>/producer-N.jsonl  faults.jsonl  sink.jsonl
-    <semantics>/sink.db  [<semantics>/checkpoint/]
+    <semantics>/sink.db (unless --sink names a database)  [<semantics>/checkpoint/]
     logs/broker.log  logs/<semantics>-*.log
     broker/data/
 """
@@ -35,7 +35,6 @@ import secrets
 import shutil
 import signal
 import socket
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +55,8 @@ from .scenario import BadInput, RunFailed, Scenario
 from .schedule import FaultSchedule
 from .workloads import producer as producer_worker
 from .workloads.delivery import ConsumerStage, PipelineStage
-from .workloads.sinks import DeliveriesTable, PipelineTable, SinkUnavailable, remove_sink_files
+from .workloads.sinks import (DeliveriesTable, PipelineTable, SinkUnavailable, remove_sink_files,
+                             sqlite_url)
 
 __all__ = ["RunFailed", "RunOutcome", "Runner", "preflight", "write_outputs"]
 
@@ -135,7 +135,10 @@ def _prepare_out(scenario: Scenario) -> None:
             if (folder / "checkpoint").is_dir():
                 shutil.rmtree(folder / "checkpoint")
             sink = _sink(scenario, semantics)
-            remove_sink_files(sink.path)
+            if scenario.sink is None:
+                remove_sink_files(sink.path)
+            else:
+                sink.drop()
             sink.create()
         except SinkUnavailable as error:
             raise BadInput(str(error)) from None
@@ -144,10 +147,12 @@ def _prepare_out(scenario: Scenario) -> None:
 
 
 def _sink(scenario: Scenario, semantics: str) -> DeliveriesTable | PipelineTable:
-    path = scenario.out_dir / prose(semantics) / "sink.db"
-    if semantics == "exactly_once" and scenario.exactly_once_stage == "pipeline":
-        return PipelineTable(path)
-    return DeliveriesTable(path)
+    """The semantics' sink: its own SQLite file in ``--out``, or its own table in ``--sink``."""
+    pipeline = semantics == "exactly_once" and scenario.exactly_once_stage == "pipeline"
+    kind = PipelineTable if pipeline else DeliveriesTable
+    if scenario.sink is None:
+        return kind(sqlite_url(scenario.out_dir / prose(semantics) / "sink.db"))
+    return kind(scenario.sink, f"oncelog_verify_{semantics}")
 
 
 def _quiet() -> logging.Logger:
@@ -303,7 +308,7 @@ class _SemanticsRun:
 
         with HistoryWriter(self.history_dir / "sink.jsonl") as sink_history:
             self.details["sink_rows"] = stage.sink.scan(sink_history)
-        self.details["sink"] = str(stage.sink.path)
+        self.details["sink"] = stage.sink.display
         result = check(History.load(self.history_dir), self.semantics)
         result.warnings.extend(self.notes)
         self.counted_at = 0.0
@@ -440,7 +445,7 @@ class _SemanticsRun:
             self._watch([])
             try:
                 delivered = self.stage.sink.ends()
-            except (sqlite3.Error, SinkUnavailable):  # busy: look again in a moment
+            except SinkUnavailable:  # busy: look again in a moment
                 delivered = {}
             behind = sum(max(0, end - delivered.get(partition, 0))
                          for partition, end in ends.items())
@@ -460,7 +465,7 @@ class _SemanticsRun:
             self.counted_at = time.monotonic()
             try:
                 self.delivered = self.stage.sink.count()
-            except (sqlite3.Error, SinkUnavailable):  # busy: show the next count later
+            except SinkUnavailable:  # busy: show the next count later
                 pass
         elapsed = 0.0 if phase == "starting" else self.elapsed()
         total = self.scenario.duration_s + (self.nemesis.delay_s if self.nemesis else 0.0)

@@ -42,6 +42,7 @@ class Scenario:
     seed: int
     out_dir: Path = Path("verify-out")
     bootstrap: str | None = None            # None: the run starts its own broker
+    sink: str | None = None                 # None: a SQLite file per semantics in out_dir
     rate: float = 400.0                     # records per second, all producers together
     producers: int = 2
     partitions: int = 3
@@ -85,6 +86,13 @@ class Scenario:
             if "kill-broker" in self.faults:
                 raise BadInput("kill-broker kills a broker the verifier started itself, so it "
                                "cannot be used with --bootstrap; drop one of them")
+        if self.sink is not None:
+            from ..spark.sinks.database import parse_url
+            from ..spark.sinks.errors import SinkError
+            try:
+                parse_url(self.sink)
+            except SinkError as error:
+                raise BadInput(f"--sink: {str(error).rstrip('.')}") from None
         self.schedule()  # a run too short for its faults fails here
 
     @property
@@ -103,4 +111,7 @@ class Scenario:
         data["semantics"] = [name.replace("_", "-") for name in self.semantics]
         data["faults"] = list(self.faults)
         data["out_dir"] = str(self.out_dir)
+        if self.sink is not None:
+            from ..spark.sinks.database import hide_password
+            data["sink"] = hide_password(self.sink)
         return data

@@ -1,22 +1,28 @@
 """The verifier's sinks read back as Delivered records: one per row, positions that grow
-across the whole run, ids decoded from the record values; and the progress tally counts
-only complete history lines."""
+across the whole run, ids decoded from the record values - on SQLite and on a real
+PostgreSQL server - and the progress tally counts only complete history lines."""
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 
+from oncelog.spark.sinks import TransactionalSink
 from oncelog.verify.checker import check
 from oncelog.verify.history import History, HistoryWriter, encode_value
 from oncelog.verify.progress import HistoryTally
 from oncelog.verify.workloads.sinks import (DeliveriesTable, PipelineTable, SinkUnavailable,
-                                            remove_sink_files)
+                                            remove_sink_files, sqlite_url)
 
 
-def test_consumer_sink_rows_become_delivered_records_in_position_order(tmp_path):
-    table = DeliveriesTable(tmp_path / "sink.db")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return sqlite_url(tmp_path / "sink.db")
+    return request.getfixturevalue("postgres_url")
+
+
+def test_consumer_sink_rows_become_delivered_records_in_position_order(tmp_path, db_url):
+    table = DeliveriesTable(db_url, "oncelog_verify_at_least_once")
     table.create()
     writer = table.writer()
     writer.insert(encode_value("p0-000000"), "t", 0, 0)
@@ -34,30 +40,49 @@ def test_consumer_sink_rows_become_delivered_records_in_position_order(tmp_path)
     result = check(History.load(tmp_path / "history"), "at-least-once")
     assert result.unexpected["undecodable@t-2-7"] == 1  # never produced: unexpected
 
+    # a new run drops the table: positions and rows start again
+    table.drop()
+    assert table.count() == 0
+    table.create()
+    writer = table.writer()
+    writer.insert(encode_value("p0-000009"), "t", 0, 9)
+    writer.close()
+    assert [row[:2] for row in table.delivered()] == [(1, "p0-000009")]
 
-def test_pipeline_sink_reads_the_transactional_sink_table(tmp_path):
-    path = tmp_path / "sink.db"
-    db = sqlite3.connect(path)
-    db.execute('CREATE TABLE "records" ("key" TEXT, "value" TEXT, "topic" TEXT, '
-               '"partition" INTEGER, "offset" INTEGER)')
-    db.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?)",
-                   [(None, encode_value(f"p0-{n:06d}").decode(), "t", n % 2, n // 2)
-                    for n in range(5)])
-    db.commit()
-    db.close()
-    table = PipelineTable(path)
-    assert table.url == f"sqlite:///{path}"
-    assert table.ends() == {0: 3, 1: 2}
-    rows = list(table.delivered())
-    assert [row[:2] for row in rows] == [(n + 1, f"p0-{n:06d}") for n in range(5)]
+
+def test_pipeline_sink_reads_what_the_transactional_sink_wrote(db_url):
+    """The table is created with its position column before the copy job starts; the
+    TransactionalSink then inserts by column name, and a replayed batch adds nothing."""
+    table = PipelineTable(db_url, "oncelog_verify_exactly_once")
+    table.create()
+    sink = TransactionalSink(db_url, table.table, query_name="verify-test")
+    columns = ["key", "value", "topic", "partition", "offset"]
+    rows = [(None, encode_value(f"p0-{n:06d}").decode(), "t", n % 2, n // 2) for n in range(5)]
+    assert sink.write_batch(columns, rows[:3], 0)
+    assert not sink.write_batch(columns, rows[:3], 0)     # re-run after a crash: skipped
+    assert sink.write_batch(columns, rows[3:], 1)
+    assert table.ends() == {0: 3, 1: 2} and table.count() == 5
+    assert [row[:2] for row in table.delivered()] == [(n + 1, f"p0-{n:06d}") for n in range(5)]
 
 
 def test_a_missing_sink_reads_as_empty_and_a_directory_cannot_be_one(tmp_path):
-    assert PipelineTable(tmp_path / "absent.db").count() == 0
-    assert DeliveriesTable(tmp_path / "absent.db").ends() == {}
+    assert PipelineTable(sqlite_url(tmp_path / "absent.db")).count() == 0
+    assert DeliveriesTable(sqlite_url(tmp_path / "absent.db")).ends() == {}
+    assert not (tmp_path / "absent.db").exists()         # reading created nothing
     (tmp_path / "sink.db").mkdir()
     with pytest.raises(SinkUnavailable, match="is a directory"):
         remove_sink_files(tmp_path / "sink.db")
+
+
+def test_sinks_that_cannot_be_opened_are_one_sentence(tmp_path):
+    from oncelog.broker.process import free_port
+    with pytest.raises(SinkUnavailable, match="unsupported database URL"):
+        DeliveriesTable("mysql://host/db")
+    with pytest.raises(SinkUnavailable, match="cannot open the sink: cannot connect"):
+        PipelineTable(f"postgresql://nobody@127.0.0.1:{free_port()}/x").create()
+    (tmp_path / "not-a-db.db").write_bytes(b"this is no SQLite file" * 100)
+    with pytest.raises(SinkUnavailable, match="cannot open the sink"):
+        DeliveriesTable(sqlite_url(tmp_path / "not-a-db.db")).create()
 
 
 def test_history_tally_counts_complete_lines_only_and_reads_each_byte_once(tmp_path):

@@ -31,11 +31,11 @@ import sys
 __all__ = ["command", "main"]
 
 
-def command(*, guarantee: str, bootstrap: str, group: str, topic: str, sink: str,
-            instance: str, batch_size: int = 200) -> list[str]:
+def command(*, guarantee: str, bootstrap: str, group: str, topic: str, sink_url: str,
+            table: str, instance: str, batch_size: int = 200) -> list[str]:
     return [sys.executable, "-m", "oncelog.verify.workloads.consumer",
             "--guarantee", guarantee, "--bootstrap", bootstrap, "--group", group,
-            "--topic", topic, "--sink", sink, "--instance", instance,
+            "--topic", topic, "--sink", sink_url, "--table", table, "--instance", instance,
             "--batch-size", str(batch_size)]
 
 
@@ -45,7 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--sink", required=True, help="the DeliveriesTable SQLite file")
+    parser.add_argument("--sink", required=True,
+                        help="the DeliveriesTable's database: sqlite:///... or postgresql://...")
+    parser.add_argument("--table", default="deliveries", help="the DeliveriesTable's table")
     parser.add_argument("--instance", required=True, help="group.instance.id")
     parser.add_argument("--batch-size", type=int, default=200)
     return parser
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 _crash(f"committed {len(records)} records, not processed")
             return committed
 
-    sink = DeliveryWriter(args.sink)
+    sink = DeliveryWriter(args.sink, args.table)
     quiet = logging.getLogger("oncelog.verify.librdkafka")
     quiet.setLevel(logging.CRITICAL)
 

@@ -117,7 +117,7 @@ class ConsumerStage(_Stage):
         self.child = children.add(ChildProcess(
             self.description,
             consumer_worker.command(guarantee=guarantee, bootstrap=bootstrap, group=topic,
-                                    topic=topic, sink=str(sink.path),
+                                    topic=topic, sink_url=sink.url, table=sink.table,
                                     instance=f"{topic}-consumer", batch_size=batch_size),
             log_path, watch=True))
 

@@ -1,40 +1,57 @@
 """The sinks a verify run delivers into, and reading them back as ``Delivered`` records.
 
-Both are SQLite files in the run's output folder, and both give every row a position that
-grows across the whole run (the checker's ``Delivered.position``): the SQLite row id.
+Where they live: by default each semantics has a SQLite file of its own in the run's output
+folder (``<semantics>/sink.db``, tables ``deliveries`` or ``records``). With ``--sink URL``
+(``sqlite:///...`` or ``postgresql://...``, the URLs of ``oncelog.spark.sinks``) every
+semantics writes into that one database, each into a table of its own named
+``oncelog_verify_<semantics>``, dropped and created again when a run starts.
+
+Every row has a position that grows across the whole run (the checker's
+``Delivered.position``): an identity column that is never reused (SQLite ``INTEGER PRIMARY
+KEY AUTOINCREMENT``, PostgreSQL ``GENERATED ALWAYS AS IDENTITY``).
 
 - ``DeliveriesTable`` — the consumers' sink (at-most-once, at-least-once): one row per
-  record *processed*, committed at once (WAL, so it survives the consumer's ``kill -9``):
-  ``deliveries(position INTEGER PRIMARY KEY AUTOINCREMENT, id, topic, partition, offset,
-  time)``. AUTOINCREMENT: a position is never reused, even after the last row is gone.
-- ``PipelineTable`` — the Spark copy job's sink (``TransactionalSink``): a ``records``
-  table with the record's ``value`` (from which the id is decoded), ``topic``,
-  ``partition`` and ``offset``; its implicit row id grows with every insert because rows
-  are never deleted (SQLite hands out max(rowid) + 1), and a batch's rows and its marker
-  commit together, so a reader never sees half a batch.
+  record *processed*, committed at once (on SQLite in WAL mode, so it survives the
+  consumer's ``kill -9``): ``(position, id, topic, partition, offset, time)``.
+- ``PipelineTable`` — the Spark copy job's ``TransactionalSink`` table: the record's
+  ``key``, ``value`` (from which the id is decoded), ``topic``, ``partition`` and
+  ``offset``. It is created here, with the position column, before the copy job starts; the
+  sink creates a table only when it is missing and names its columns in every INSERT, so
+  the position fills itself. A batch's rows and its marker commit together, so a reader
+  never sees half a batch.
 
 ``scan(writer)`` writes one ``Delivered`` per row, in position order; ``ends()`` is, per
 partition, one past the highest offset delivered: the runner's drain waits until it
-reaches the log end offsets.
+reaches the log end offsets. Anything the database refuses leaves as ``SinkUnavailable``,
+one sentence.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 from typing import Iterator
 
+from ...spark.sinks.database import Database, open_database, parse_url
+from ...spark.sinks.dialects import SQLITE
+from ...spark.sinks.errors import SinkError, quote_identifier
 from ..history import HistoryWriter, decode_value
 
-__all__ = ["DeliveriesTable", "PipelineTable", "SinkUnavailable", "open_sink_file",
-           "remove_sink_files"]
+__all__ = ["DeliveriesTable", "PipelineTable", "SinkUnavailable", "remove_sink_files",
+           "sqlite_url"]
 
 _SUFFIXES = ("", "-wal", "-shm", "-journal")
+_IDENTITY = {"sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT",
+             "postgresql": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"}
 
 
 class SinkUnavailable(RuntimeError):
-    """A sink file cannot be opened or created."""
+    """A sink cannot be opened, created or read."""
+
+
+def sqlite_url(path: Path) -> str:
+    """The URL of a SQLite file, absolute so that child processes agree on it."""
+    return f"sqlite:///{Path(path).resolve()}"
 
 
 def remove_sink_files(path: Path) -> None:
@@ -46,14 +63,11 @@ def remove_sink_files(path: Path) -> None:
         candidate.unlink(missing_ok=True)
 
 
-def open_sink_file(path: Path, *, timeout_s: float = 10.0) -> sqlite3.Connection:
+def _open(url: str) -> Database:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
-        connection.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-        return connection
-    except (OSError, sqlite3.Error) as error:
-        raise SinkUnavailable(f"cannot open the sink {path}: {error}") from None
+        return open_database(url)
+    except SinkError as error:
+        raise SinkUnavailable(f"cannot open the sink: {str(error).rstrip('.')}") from None
 
 
 def _undecodable(topic: str, partition: int, offset: int | None) -> str:
@@ -68,34 +82,63 @@ def _decode(value, topic: str, partition: int, offset: int | None) -> str:
 
 
 class _Table:
-    path: Path
-    table: str
+    default_table: str
+    columns: tuple[tuple[str, str], ...]   # (name, column kind of dialects.types), after position
 
-    def _connect(self) -> sqlite3.Connection:
-        return open_sink_file(self.path)
+    def __init__(self, url: str | Path, table: str | None = None) -> None:
+        self.url = str(url)
+        self.table = table or self.default_table
+        try:
+            self.location = parse_url(self.url)
+            self._quoted = quote_identifier(self.table)
+        except SinkError as error:
+            raise SinkUnavailable(str(error).rstrip(".")) from None
+
+    @property
+    def display(self) -> str:
+        """Where the rows are, password hidden: ``URL table``."""
+        return f"{self.location.display} table {self.table}"
+
+    @property
+    def path(self) -> Path | None:
+        """The SQLite file, or None for a database server."""
+        return Path(self.location.target) if self.location.dialect is SQLITE else None
+
+    def create(self) -> None:
+        dialect = self.location.dialect
+        columns = ", ".join(f"{quote_identifier(name)} {dialect.types[kind]}"
+                            for name, kind in self.columns)
+        with _open(self.url) as db, db.translate_errors(f"creating the sink {self.display}"):
+            if dialect is SQLITE:
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"CREATE TABLE IF NOT EXISTS {self._quoted} "
+                       f'("position" {_IDENTITY[dialect.name]}, {columns})')
+
+    def drop(self) -> None:
+        """Remove a previous run's rows (the table itself: positions start again)."""
+        with _open(self.url) as db, db.translate_errors(f"clearing the sink {self.display}"):
+            db.execute(f"DROP TABLE IF EXISTS {self._quoted}")
 
     def _rows(self, sql: str) -> list[tuple]:
-        if not self.path.exists():
-            return []
-        connection = self._connect()
+        if self.path is not None and not self.path.exists():
+            return []  # reading must not create the file
         try:
-            return connection.execute(sql).fetchall()
-        except sqlite3.OperationalError as error:
-            if "no such table" in str(error):
-                return []
-            raise
-        finally:
-            connection.close()
+            with _open(self.url) as db, db.translate_errors(f"reading the sink {self.display}"):
+                if not db.table_exists(self.table):
+                    return []
+                return list(db.execute(sql).fetchall())
+        except SinkError as error:
+            raise SinkUnavailable(str(error)) from None
 
     def count(self) -> int:
         """Rows delivered so far (copies, not distinct ids)."""
-        rows = self._rows(f'SELECT count(*) FROM "{self.table}"')
-        return rows[0][0] if rows else 0
+        rows = self._rows(f"SELECT count(*) FROM {self._quoted}")
+        return int(rows[0][0]) if rows else 0
 
     def ends(self) -> dict[int, int]:
         """Partition -> one past the highest offset delivered from it."""
         return {int(partition): int(offset) + 1 for partition, offset in self._rows(
-            f'SELECT "partition", max("offset") FROM "{self.table}" GROUP BY "partition"')}
+            f'SELECT "partition", max("offset") FROM {self._quoted} GROUP BY "partition"')}
 
     def delivered(self) -> Iterator[tuple[int, str, str, int, int | None]]:
         """(position, id, topic, partition, offset) per row, in position order."""
@@ -113,72 +156,53 @@ class _Table:
 class DeliveriesTable(_Table):
     """The consumers' sink: one committed row per processed record."""
 
-    table = "deliveries"
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-
-    def create(self) -> None:
-        connection = self._connect()
-        try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(
-                "CREATE TABLE IF NOT EXISTS deliveries (position INTEGER PRIMARY KEY "
-                "AUTOINCREMENT, id TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER "
-                "NOT NULL, \"offset\" INTEGER, time REAL NOT NULL)")
-        except sqlite3.Error as error:
-            raise SinkUnavailable(f"cannot create the sink {self.path}: {error}") from None
-        finally:
-            connection.close()
-
+    default_table = "deliveries"
+    columns = (("id", "text"), ("topic", "text"), ("partition", "integer"),
+               ("offset", "bigint"), ("time", "double"))
     def writer(self) -> "DeliveryWriter":
-        return DeliveryWriter(self.path)
+        return DeliveryWriter(self.url, self.table)
 
     def delivered(self):
+        # ids are stored decoded (an undecodable value as undecodable@...)
         for position, id, topic, partition, offset in self._rows(
-                'SELECT position, id, topic, partition, "offset" FROM deliveries '
-                'ORDER BY position'):
-            yield position, id, topic, partition, offset
+                f'SELECT "position", id, topic, "partition", "offset" FROM {self._quoted} '
+                'ORDER BY "position"'):
+            yield int(position), id, topic, partition, offset
 
 
 class DeliveryWriter:
     """The consumer side of ``DeliveriesTable``: one autocommitted INSERT per record.
 
-    WAL with ``synchronous=NORMAL``: a commit reaches the OS before ``insert`` returns, so
-    it survives the consumer's ``kill -9`` (not a power cut, which is not a fault we inject).
+    On SQLite, WAL with ``synchronous=NORMAL``: a commit reaches the OS before ``insert``
+    returns, so it survives the consumer's ``kill -9`` (not a power cut, which is not a
+    fault we inject). On PostgreSQL each INSERT is a transaction of its own.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.connection = sqlite3.connect(path, timeout=30, isolation_level=None)
-        self.connection.execute("PRAGMA journal_mode=WAL")
-        self.connection.execute("PRAGMA synchronous=NORMAL")
+    def __init__(self, url: str, table: str = DeliveriesTable.default_table) -> None:
+        self.db = _open(url)
+        if self.db.dialect is SQLITE:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+        self.sql = self.db.dialect.insert_sql(
+            table, [name for name, _ in DeliveriesTable.columns])
 
     def insert(self, value: bytes | None, topic: str, partition: int, offset: int) -> None:
-        self.connection.execute(
-            'INSERT INTO deliveries (id, topic, partition, "offset", time) VALUES (?, ?, ?, ?, ?)',
-            (_decode(value, topic, partition, offset), topic, partition, offset, time.time()))
+        self.db.execute(self.sql, (_decode(value, topic, partition, offset), topic, partition,
+                                   offset, time.time()))
 
     def close(self) -> None:
-        self.connection.close()
+        self.db.close()
 
 
 class PipelineTable(_Table):
-    """The Spark copy job's ``TransactionalSink`` table."""
+    """The Spark copy job's ``TransactionalSink`` table (its columns: ``copy_job``)."""
 
-    def __init__(self, path: Path, table: str = "records") -> None:
-        self.path = Path(path)
-        self.table = table
-
-    @property
-    def url(self) -> str:
-        return f"sqlite:///{self.path}"
-
-    def create(self) -> None:
-        """The copy job creates its table; here we only prove the file can be opened."""
-        self._connect().close()
+    default_table = "records"
+    columns = (("key", "text"), ("value", "text"), ("topic", "text"), ("partition", "integer"),
+               ("offset", "bigint"))
 
     def delivered(self):
         for position, value, topic, partition, offset in self._rows(
-                f'SELECT rowid, value, topic, "partition", "offset" FROM "{self.table}" '
-                'ORDER BY rowid'):
-            yield position, _decode(value, topic, partition, offset), topic, partition, offset
+                f'SELECT "position", value, topic, "partition", "offset" FROM {self._quoted} '
+                'ORDER BY "position"'):
+            yield int(position), _decode(value, topic, partition, offset), topic, partition, offset
