@@ -85,6 +85,15 @@ def test_sinks_that_cannot_be_opened_are_one_sentence(tmp_path):
         DeliveriesTable(sqlite_url(tmp_path / "not-a-db.db")).create()
 
 
+def test_a_statement_the_database_refuses_is_one_sentence_not_a_traceback(db_url):
+    """A run's --sink table name is taken by a view: clearing it fails, as one sentence."""
+    from oncelog.spark.sinks import open_database
+    with open_database(db_url) as db:
+        db.execute("CREATE VIEW oncelog_verify_at_most_once AS SELECT 1 AS one")
+    with pytest.raises(SinkUnavailable, match="clearing the sink .* failed"):
+        DeliveriesTable(db_url, "oncelog_verify_at_most_once").drop()
+
+
 def test_history_tally_counts_complete_lines_only_and_reads_each_byte_once(tmp_path):
     path = tmp_path / "producer-0.jsonl"
     tally = HistoryTally([path, tmp_path / "not-yet.jsonl"])

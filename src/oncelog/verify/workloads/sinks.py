@@ -29,6 +29,7 @@ one sentence.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -104,11 +105,20 @@ class _Table:
         """The SQLite file, or None for a database server."""
         return Path(self.location.target) if self.location.dialect is SQLITE else None
 
+    @contextmanager
+    def _session(self, doing: str) -> Iterator[Database]:
+        """An open database; whatever it refuses while ``doing`` is one ``SinkUnavailable``."""
+        try:
+            with _open(self.url) as db, db.translate_errors(f"{doing} {self.display}"):
+                yield db
+        except SinkError as error:
+            raise SinkUnavailable(str(error).rstrip(".")) from None
+
     def create(self) -> None:
         dialect = self.location.dialect
         columns = ", ".join(f"{quote_identifier(name)} {dialect.types[kind]}"
                             for name, kind in self.columns)
-        with _open(self.url) as db, db.translate_errors(f"creating the sink {self.display}"):
+        with self._session("creating the sink") as db:
             if dialect is SQLITE:
                 db.execute("PRAGMA journal_mode=WAL")
             db.execute(f"CREATE TABLE IF NOT EXISTS {self._quoted} "
@@ -116,19 +126,16 @@ class _Table:
 
     def drop(self) -> None:
         """Remove a previous run's rows (the table itself: positions start again)."""
-        with _open(self.url) as db, db.translate_errors(f"clearing the sink {self.display}"):
+        with self._session("clearing the sink") as db:
             db.execute(f"DROP TABLE IF EXISTS {self._quoted}")
 
     def _rows(self, sql: str) -> list[tuple]:
         if self.path is not None and not self.path.exists():
             return []  # reading must not create the file
-        try:
-            with _open(self.url) as db, db.translate_errors(f"reading the sink {self.display}"):
-                if not db.table_exists(self.table):
-                    return []
-                return list(db.execute(sql).fetchall())
-        except SinkError as error:
-            raise SinkUnavailable(str(error)) from None
+        with self._session("reading the sink") as db:
+            if not db.table_exists(self.table):
+                return []
+            return list(db.execute(sql).fetchall())
 
     def count(self) -> int:
         """Rows delivered so far (copies, not distinct ids)."""
