@@ -46,6 +46,7 @@ class Dialect:
     placeholder = "?"
     begin_sql = "BEGIN"
     now_sql = ""
+    identity_key_sql = ""  # the type of a primary key the database numbers, never reusing one
     types: dict[str, str] = {}
     converters: dict[str, Callable[[Any], Any]] = {}
 
@@ -102,6 +103,7 @@ class SQLiteDialect(Dialect):
     name = "sqlite"
     placeholder = "?"
     begin_sql = "BEGIN IMMEDIATE"
+    identity_key_sql = "INTEGER PRIMARY KEY AUTOINCREMENT"
     now_sql = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
     types = {
         "text": "TEXT", "binary": "BLOB", "smallint": "INTEGER", "integer": "INTEGER",
@@ -138,6 +140,7 @@ class PostgreSQLDialect(Dialect):
     name = "postgresql"
     placeholder = "%s"
     begin_sql = "BEGIN"
+    identity_key_sql = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
     now_sql = "now()"
     types = {
         "text": "TEXT", "binary": "BYTEA", "smallint": "SMALLINT", "integer": "INTEGER",

@@ -42,8 +42,6 @@ __all__ = ["DeliveriesTable", "PipelineTable", "SinkUnavailable", "remove_sink_f
            "sqlite_url"]
 
 _SUFFIXES = ("", "-wal", "-shm", "-journal")
-_IDENTITY = {"sqlite": "INTEGER PRIMARY KEY AUTOINCREMENT",
-             "postgresql": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"}
 
 
 class SinkUnavailable(RuntimeError):
@@ -122,7 +120,7 @@ class _Table:
             if dialect is SQLITE:
                 db.execute("PRAGMA journal_mode=WAL")
             db.execute(f"CREATE TABLE IF NOT EXISTS {self._quoted} "
-                       f'("position" {_IDENTITY[dialect.name]}, {columns})')
+                       f'("position" {dialect.identity_key_sql}, {columns})')
 
     def drop(self) -> None:
         """Remove a previous run's rows (the table itself: positions start again)."""
