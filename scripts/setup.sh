@@ -15,6 +15,10 @@ fi
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     DEBIAN_PACKAGES+=(postgresql)
 fi
+# Cluster mode (`oncelog cluster start`, tests/cluster) runs a real Apache ZooKeeper 3.8 from
+# Debian's jars on the JRE above (oncelog.cluster.zookeeper_process); the package starts no
+# service of its own (that is zookeeperd).
+DEBIAN_PACKAGES+=(zookeeper)
 
 missing=()
 for package in "${DEBIAN_PACKAGES[@]}"; do
