@@ -53,3 +53,23 @@ def spark():
     session = local_session("oncelog-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """A real ZooKeeper (``tests/zookeeper_server.py``) for the session, stopped by pid."""
+    from tests.zookeeper_server import start_zookeeper
+
+    server = start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zookeeper_connect(zookeeper) -> str:
+    """``zookeeper.connect`` with a fresh chroot, so tests never see each other's znodes."""
+    from tests.zookeeper_server import fresh_chroot
+
+    return zookeeper.connect_string + fresh_chroot()

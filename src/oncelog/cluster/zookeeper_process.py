@@ -1,0 +1,216 @@
+"""Run a real Apache ZooKeeper 3.8 as a child process, from Debian's ``zookeeper`` jars.
+
+``ZooKeeperProcess(directory).start()`` writes ``zoo.cfg`` into ``directory`` (data in
+``directory/data``), starts ``java ... org.apache.zookeeper.server.ZooKeeperServerMain
+zoo.cfg`` on a loopback port (a free one unless given), logs to ``directory/zookeeper.log``,
+waits until the server answers the ``srvr`` four-letter word, and ``stop()`` ends it by process
+id: SIGTERM, then SIGKILL. It is a context manager. Used by ``oncelog cluster start`` and the
+tests (``tests/zookeeper_server.py``).
+
+The classpath is ``zookeeper.jar`` (its manifest names the other jars of the package) and
+``slf4j-simple.jar``, so the server logs to stderr, which goes to the log file; without a
+binding slf4j would drop every line. The tick is short (100 ms by default) because
+ZooKeeper allows session timeouts from 2 to 20 ticks unless told otherwise: with
+``minSessionTimeout`` at 2 ticks, tests can use sessions of a second or less, and
+``maxSessionTimeout`` is raised to 60 s so Kafka's default 18 s sessions are granted as asked.
+
+The server runs in a session of its own (``start_new_session``): a Ctrl-C in the terminal of
+an ``oncelog cluster start`` reaches that command, which stops its brokers first and
+ZooKeeper last, instead of ZooKeeper dying under brokers still shutting down.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+JAR_DIRECTORIES = (Path("/usr/share/zookeeper"), Path("/usr/share/zookeeper/lib"),
+                   Path("/usr/share/java"))
+SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+
+
+class ZooKeeperNotInstalled(RuntimeError):
+    """Java or the ZooKeeper jars are missing."""
+
+
+class ZooKeeperStartError(RuntimeError):
+    """The server exited or did not answer while starting."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def find_java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return str(Path(java_home) / "bin" / "java")
+    java = shutil.which("java")
+    if java is None:
+        raise ZooKeeperNotInstalled("ZooKeeper cannot run: no Java runtime found (java is not "
+                                    "on PATH); run make setup")
+    return java
+
+
+def find_classpath() -> list[str]:
+    """``zookeeper.jar`` and, when present, ``zookeeper-jute.jar`` and ``slf4j-simple.jar``."""
+    def first(name: str) -> Path | None:
+        return next((directory / name for directory in JAR_DIRECTORIES
+                     if (directory / name).is_file()), None)
+
+    server_jar = first("zookeeper.jar")
+    if server_jar is None:
+        raise ZooKeeperNotInstalled("ZooKeeper is not installed (no zookeeper.jar in "
+                                    + ", ".join(map(str, JAR_DIRECTORIES))
+                                    + "); run make setup")
+    return [str(jar) for jar in (server_jar, first("zookeeper-jute.jar"),
+                                 first("slf4j-simple.jar")) if jar is not None]
+
+
+def four_letter_word(host: str, port: int, word: str = "srvr", timeout_s: float = 2.0) -> str:
+    """Send a ZooKeeper four-letter command and return its whole answer."""
+    with socket.create_connection((host, port), timeout=timeout_s) as connection:
+        connection.sendall(word.encode())
+        chunks = []
+        while chunk := connection.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+class ZooKeeperProcess:
+    def __init__(self, directory: Path, *, port: int | None = None, host: str = "127.0.0.1",
+                 tick_time_ms: int = 100, max_session_timeout_ms: int = 60_000,
+                 log_path: Path | None = None, heap_mb: int = 256) -> None:
+        self.directory = Path(directory)
+        self.host = host
+        self.requested_port = port
+        self.port = port or 0
+        self.tick_time_ms = tick_time_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.log_path = Path(log_path) if log_path else self.directory / "zookeeper.log"
+        self.heap_mb = heap_mb
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def connect_string(self) -> str:
+        """``host:port``, to which a caller appends its chroot for ``zookeeper.connect``."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "zoo.cfg"
+
+    def command(self) -> list[str]:
+        return [find_java(), f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",  # starts faster; the server is not the bottleneck
+                "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS",
+                "-Dzookeeper.jmx.log4j.disable=true",
+                "-cp", os.pathsep.join(find_classpath()), SERVER_MAIN, str(self.config_path)]
+
+    def write_config(self) -> None:
+        data_dir = self.directory / "data"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text("\n".join([
+            "# written by oncelog.cluster.zookeeper_process; rewritten at every start",
+            f"tickTime={self.tick_time_ms}",
+            f"dataDir={data_dir}",
+            f"clientPort={self.port}",
+            f"clientPortAddress={self.host}",
+            f"minSessionTimeout={2 * self.tick_time_ms}",
+            f"maxSessionTimeout={self.max_session_timeout_ms}",
+            "maxClientCnxns=0",  # every broker and test client connects from 127.0.0.1
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=*",
+            "autopurge.snapRetainCount=3",
+            "autopurge.purgeInterval=1",
+            "",
+        ]))
+
+    def start(self, timeout_s: float = 30.0) -> "ZooKeeperProcess":
+        command = self.command()  # ZooKeeperNotInstalled before anything is written
+        self.directory.mkdir(parents=True, exist_ok=True)
+        attempts = 1 if self.requested_port else 3  # a free port can be taken before we bind
+        for attempt in range(attempts):
+            if not self.requested_port:
+                self.port = free_port(self.host)
+            self.write_config()
+            with open(self.log_path, "ab") as log:
+                self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, cwd=self.directory,
+                                                start_new_session=True)
+            try:
+                if self.wait_ready(timeout_s):
+                    return self
+            except BaseException:
+                self.stop()
+                raise
+            if attempt + 1 == attempts:
+                status = self.process.returncode
+                self.process = None
+                raise ZooKeeperStartError(
+                    f"ZooKeeper exited with status {status} while starting on "
+                    f"{self.connect_string}; see {self.log_path}")
+            self.process = None
+        raise AssertionError("unreachable")
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """True once the server serves requests; False if it exited first."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            if self.is_serving():
+                return True
+            time.sleep(0.1)
+        raise ZooKeeperStartError(f"ZooKeeper did not answer on {self.connect_string} within "
+                                  f"{timeout_s:g} s; see {self.log_path}")
+
+    def is_serving(self) -> bool:
+        try:
+            # "Mode: standalone" only once it serves; before, "not currently serving requests"
+            return "Mode:" in four_letter_word(self.host, self.port, "srvr", timeout_s=1.0)
+        except OSError:
+            return False
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout_s``; waits until the process is gone."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL at once (a crashed ZooKeeper)."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def __enter__(self) -> "ZooKeeperProcess":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
