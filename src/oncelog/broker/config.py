@@ -114,6 +114,28 @@ BROKER_CONFIGS = {d.name: d for d in (
               minimum=1),
     ConfigDef("socket.request.max.bytes", _int, str(100 * 1024 * 1024),
               "Largest request frame; bigger frames close the connection.", minimum=1),
+    # Connection and request limits (issue 14)
+    ConfigDef("queued.max.request.bytes", _int, str(256 * 1024 * 1024),
+              "Bytes of requests read but not yet answered, receive buffers grown for frames "
+              "still arriving and responses not yet written, broker-wide; when full, the "
+              "broker stops reading until memory frees (-1: no bound, Kafka's default).",
+              minimum=-1),
+    ConfigDef("max.connections", _int, "1000",
+              "Open client connections; more are closed as soon as they are accepted.",
+              minimum=1),
+    ConfigDef("max.connections.per.ip", _int, "2147483647",
+              "Open connections from one client address; more are closed when accepted.",
+              minimum=1),
+    ConfigDef("connections.max.idle.ms", _int, "600000",
+              "Close a connection that has read nothing and has nothing to answer for this "
+              "long.", minimum=1),
+    ConfigDef("socket.request.read.timeout.ms", _int, "30000",
+              "oncelog's own: close a connection whose request frame is still incomplete "
+              "this long after its first byte arrived (slow-loris clients).", minimum=1),
+    ConfigDef("connections.rejected.log.interval.ms", _int, "10000",
+              "oncelog's own: rejected connections and unreadable requests are logged once "
+              "per kind per client address per interval, with a count of the rest.",
+              minimum=0),
     ConfigDef("fetch.max.bytes", _int, str(55 * 1024 * 1024),
               "Upper bound on a fetch response's size.", minimum=1024),
     ConfigDef("cluster.id", _str, "", "Cluster id (generated and kept in meta.properties)."),

@@ -7,10 +7,26 @@ and a produce handler makes all its appends before its first ``await``, so appen
 order the client sent them in. A writer coroutine awaits the tasks in order and writes each
 response, so responses leave in request order (as Kafka guarantees per connection).
 
-A connection is closed, with one log line, only when a frame cannot be answered: a size
-outside (0, socket.request.max.bytes], a header or body that does not parse, an unknown API
-key, or a version our codec cannot even encode. acks=0 produce requests get no response; if
-one fails, the connection is closed so the client notices (as Kafka does).
+A connection is closed, with one (rate-limited) log line, only when a frame cannot be
+answered: a size outside (0, socket.request.max.bytes], a header or body that does not parse,
+an unknown API key, or a version our codec cannot even encode. acks=0 produce requests get no
+response; if one fails, the connection is closed so the client notices (as Kafka does).
+
+What a client costs is bounded (``limits.py`` holds the broker-wide parts):
+
+- Memory follows the bytes that arrived, never the size a frame announces. The receive
+  buffer starts at ``BASE_BUFFER`` and grows (doubling, capped at what the announced frame
+  still needs) only when bytes fill it; growth is reserved from the broker's ``MemoryPool``
+  first, and a connection whose growth does not fit stops reading until memory frees.
+- A decoded request is charged to the pool (its frame size, twice: the decoded objects) from
+  its arrival until its response is written; a response is charged from when it is encoded
+  (in the request's task) until the transport has sent it. While the pool is full, no
+  connection decodes another frame. Fetches on one connection run one after the other (each
+  starts once the previous response was handed to the transport), as real consumers and
+  followers send them, so a slow reader holds at most two fetch responses.
+- ``max.connections`` / ``max.connections.per.ip`` are checked in ``connection_made``;
+  ``connections.max.idle.ms`` and ``socket.request.read.timeout.ms`` by a per-connection
+  timer that is re-armed lazily (one ``call_later`` per deadline, not per read).
 """
 
 from __future__ import annotations
@@ -26,6 +42,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from .context import RequestContext
 from .dispatch import HANDLERS, dispatch
 from .handlers import api_versions
+from .limits import limits_for
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -34,29 +51,48 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 64  # requests read ahead of their responses before we stop reading
+DECODED_COST_FACTOR = 2  # a decoded request is charged as this many times its frame's size
+
+_IN_FLIGHT, _MEMORY = "requests in flight", "memory"
 
 
 class Connection(asyncio.BufferedProtocol):
     """One client connection. Bytes arrive straight in ``self.buffer`` (no intermediate
     copies: the event loop reads into it), and frames are decoded from a view of it."""
 
-    INITIAL_BUFFER = 256 * 1024
-    MIN_FREE = 64 * 1024
+    BASE_BUFFER = 16 * 1024  # never charged to the pool: bounded by max.connections
+    MIN_FREE = 4 * 1024  # room offered to each read
+    KEEP_BUFFER = 256 * 1024  # a grown buffer up to this size is kept between frames
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
+        self.loop = asyncio.get_running_loop()
+        self.limits = limits_for(broker, self.loop.call_soon)
+        self.pool = self.limits.pool
         self.max_frame = broker.config["socket.request.max.bytes"]
-        self.buffer = bytearray(self.INITIAL_BUFFER)
+        self.buffer = bytearray(0)
         self.view = memoryview(self.buffer)
         self.filled = 0
+        self.buffer_charge = 0  # bytes of self.buffer beyond BASE_BUFFER, charged to the pool
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.ip = "?"
+        self.admitted = False
         self.pending: asyncio.Queue = asyncio.Queue()
         self.writer: asyncio.Task | None = None
-        self.reading_paused = False
+        self.paused_for: set[str] = set()
         self.can_write = asyncio.Event()
         self.can_write.set()
         self.closed = False
+        self.write_charge = 0  # bytes the transport still holds, charged to the pool
+        self.held_charges = 0  # charged for requests not yet answered (their own share)
+        self.fetch_written: asyncio.Future | None = None
+        now = self.loop.time()
+        self.last_activity = now
+        self.frame_started: float | None = None  # when the incomplete frame's first byte came
+        self.waiting_to_grow = False
+        self.unsent_at_last_check = 0
+        self.timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.BufferedProtocol ----------------------------------------------------------
 
@@ -64,38 +100,82 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.ip = peer[0] if peer else "?"
+        refused = self.limits.quotas.admit(self.ip)
+        if refused is not None:
+            self.closed = True
+            self.limits.rejections.warning("refused connection", self.ip,
+                                           "refusing connection from %s: %s", self.peer, refused)
+            transport.abort()
+            return
+        self.admitted = True
+        self._resize(self.BASE_BUFFER)
         self.broker.connections.add(self)
-        self.writer = asyncio.get_running_loop().create_task(self._write_responses())
+        self.writer = self.loop.create_task(self._write_responses())
+        self._arm_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.admitted:
+            return
+        self.admitted = False
         self.closed = True
+        self.limits.quotas.release(self.ip)
+        self.pool.forget(self)
         self.broker.connections.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
         if self.writer is not None:
             self.writer.cancel()
         while not self.pending.empty():
-            _, task, _ = self.pending.get_nowait()
+            _, task, _, _ = self.pending.get_nowait()
             if isinstance(task, asyncio.Task):
                 task.cancel()
+        self._release_all()
+
+    def _release_all(self) -> None:
+        """Give back everything this connection holds: called once, when it is gone."""
+        self.pool.release(self.buffer_charge, partial_frame=True)
+        self.pool.release(self.held_charges + self.write_charge)
+        self.buffer_charge = self.held_charges = self.write_charge = 0
+        self.buffer, self.view, self.filled = bytearray(0), memoryview(b""), 0
 
     def pause_writing(self) -> None:
         self.can_write.clear()
 
     def resume_writing(self) -> None:
         self.can_write.set()
+        self._recharge_writes()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if len(self.buffer) - self.filled < self.MIN_FREE:
-            self._resize(max(len(self.buffer) * 2, self.filled + self.MIN_FREE))
+        if len(self.buffer) - self.filled <= 0:
+            # Not expected (reading pauses before the buffer is full); keep the loop going.
+            self._grow(force=True)
         return self.view[self.filled:]
 
     def buffer_updated(self, nbytes: int) -> None:
+        now = self.last_activity = self.loop.time()
+        if self.filled == 0:
+            self._frame_begins(now)
         self.filled += nbytes
+        self._process()
+
+    # -- frames ----------------------------------------------------------------------------
+
+    def _process(self) -> None:
+        """Handle every complete frame in the buffer, unless told to stop reading."""
         start = 0
+        exhausted = False
         while self.filled - start >= 4 and not self.closed:
+            if self.pool.exhausted:
+                exhausted = True
+                break
+            if self.pending.qsize() >= MAX_IN_FLIGHT:
+                self._pause(_IN_FLIGHT)  # the writer resumes us as responses leave
+                break
             (size,) = _SIZE.unpack_from(self.buffer, start)
             if size <= 0 or size > self.max_frame:
-                self.close(f"frame of {size} bytes is outside (0, socket.request.max.bytes="
-                           f"{self.max_frame}]")
+                self.close("frame size", f"frame of {size} bytes is outside "
+                           f"(0, socket.request.max.bytes={self.max_frame}]")
                 return
             end = start + 4 + size
             if end > self.filled:
@@ -103,34 +183,136 @@ class Connection(asyncio.BufferedProtocol):
             # Decoding copies every field out of the view, so the buffer may be reused.
             self._handle_frame(self.view[start + 4:end])
             start = end
+        if self.closed:
+            return
+        if start:
+            self.frame_started = None if start == self.filled else self.loop.time()
         self._keep_from(start)
-        if self.pending.qsize() >= MAX_IN_FLIGHT and not self.reading_paused:
-            self.reading_paused = True
-            self.transport.pause_reading()
+        self.waiting_to_grow = False
+        if exhausted:  # decode nothing more until responses give memory back
+            self._pause(_MEMORY)
+            self.pool.wait(self)
+        elif len(self.buffer) - self.filled < self.MIN_FREE and not self._grow():
+            self.waiting_to_grow = True
+            self._pause(_MEMORY)
+            self.pool.wait(self)
 
     def _keep_from(self, start: int) -> None:
-        """Move the unparsed tail to the front; make room for a frame that is still arriving."""
+        """Move the unparsed tail to the front; give back a large buffer once it is empty."""
         remaining = self.filled - start
         if start:
             self.view[:remaining] = self.view[start:self.filled]
             self.filled = remaining
-        if remaining >= 4:
-            needed = 4 + _SIZE.unpack_from(self.buffer, 0)[0] + self.MIN_FREE
-            if needed > len(self.buffer):
-                self._resize(needed)
-        elif not remaining and len(self.buffer) > 4 * self.INITIAL_BUFFER:
-            self._resize(self.INITIAL_BUFFER)  # give back the room a large frame needed
+        if len(self.buffer) > self.KEEP_BUFFER and remaining <= self.BASE_BUFFER - self.MIN_FREE:
+            self._resize(self.BASE_BUFFER)
+            self.pool.release(self.buffer_charge, partial_frame=True)
+            self.buffer_charge = 0
+
+    def _growth(self) -> int:
+        """Make room for more bytes, in proportion to the bytes that already arrived.
+
+        Doubles the buffer, but never beyond what the frame being received still needs
+        (plus ``MIN_FREE``): a frame that announces 100 MB and sends 10 bytes costs nothing
+        more. The growth is reserved from the pool first; returns False if it does not fit.
+        """
+        target = max(2 * len(self.buffer), self.filled + self.MIN_FREE)
+        if self.filled >= 4:
+            frame_end = 4 + _SIZE.unpack_from(self.buffer, 0)[0]
+            target = min(target, max(frame_end, self.filled) + self.MIN_FREE)
+        return max(target, self.filled + self.MIN_FREE) - len(self.buffer)
+
+    def _grow(self, force: bool = False) -> bool:
+        """Grow the buffer by ``_growth()`` if the pool has room (or ``force``)."""
+        growth = self._growth()
+        if force:
+            self.pool.charge(growth, partial_frame=True)
+        elif not self.pool.try_reserve(growth, partial_frame=True, held=self.buffer_charge):
+            return False
+        self.buffer_charge += growth
+        self._resize(len(self.buffer) + growth)
+        return True
 
     def _resize(self, size: int) -> None:
         buffer = bytearray(size)
         buffer[:self.filled] = self.view[:self.filled]
         self.buffer, self.view = buffer, memoryview(buffer)
 
+    def memory_needed(self) -> tuple[int, bool, int]:
+        if self.waiting_to_grow:
+            return self._growth(), True, self.buffer_charge
+        return 0, False, 0
+
+    def memory_available(self) -> None:
+        """The pool has room again (``MemoryPool.wait``): decode what is waiting, read on."""
+        if self.closed:
+            return
+        self._resume(_MEMORY)
+        self._process()
+
+    def _pause(self, reason: str) -> None:
+        if not self.paused_for and not self.closed:
+            self.transport.pause_reading()
+        self.paused_for.add(reason)
+
+    def _resume(self, reason: str) -> None:
+        if reason in self.paused_for:
+            self.paused_for.discard(reason)
+            if not self.paused_for and not self.closed:
+                if self.frame_started is not None:
+                    self._frame_begins(self.loop.time())  # the wait was ours, not the client's
+                self.transport.resume_reading()
+
+    # -- time ------------------------------------------------------------------------------
+
+    def _frame_begins(self, now: float) -> None:
+        """Start the clock of socket.request.read.timeout.ms; fire no later than it says."""
+        self.frame_started = now
+        deadline = now + self.limits.read_timeout_ms / 1000
+        if self.timer is not None and self.timer.when() > deadline:
+            self.timer.cancel()
+            self.timer = self.loop.call_at(deadline, self._on_timer)
+
+    def _arm_timer(self) -> None:
+        deadline = self.last_activity + self.limits.idle_ms / 1000
+        if self.frame_started is not None:
+            deadline = min(deadline, self.frame_started + self.limits.read_timeout_ms / 1000)
+        self.timer = self.loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        """Close a connection that is idle or trickling a frame; otherwise re-arm."""
+        self.timer = None
+        if self.closed:
+            return
+        now = self.loop.time()
+        if (self.frame_started is not None and not self.paused_for
+                and now - self.frame_started >= self.limits.read_timeout_ms / 1000):
+            self.close("slow frame", f"a request frame still incomplete after "
+                       f"{self.limits.read_timeout_ms} ms (socket.request.read.timeout.ms); "
+                       f"{self.filled} bytes arrived")
+            return
+        unsent = self.transport.get_write_buffer_size()
+        if unsent < self.unsent_at_last_check:
+            self.last_activity = now  # the client is reading its responses
+        self.unsent_at_last_check = unsent
+        working = not self.pending.empty() and self.can_write.is_set()
+        if working or self.frame_started is not None:
+            self.last_activity = now  # not idle while a request is under way
+        elif now - self.last_activity >= self.limits.idle_ms / 1000:
+            # Idle, or not reading what we write: either way it costs us and does nothing.
+            self.close("idle", f"idle for {self.limits.idle_ms} ms (connections.max.idle.ms)",
+                       quiet=True)
+            return
+        self._arm_timer()
+
     # -- requests --------------------------------------------------------------------------
 
-    def close(self, reason: str) -> None:
+    def close(self, kind: str, reason: str, quiet: bool = False) -> None:
         if not self.closed:
-            log.warning("closing connection from %s: %s", self.peer, reason)
+            if quiet:
+                log.info("closing connection from %s: %s", self.peer, reason)
+            else:
+                self.limits.rejections.warning(kind, self.ip, "closing connection from %s: %s",
+                                               self.peer, reason)
             self.closed = True
             self.transport.close()
 
@@ -138,58 +320,112 @@ class Connection(asyncio.BufferedProtocol):
         try:
             header = messages.decode_request_header(frame)
         except KafkaError as error:
-            self.close(f"unreadable request header: {error.message}")
+            self.close("unreadable request", f"unreadable request header: {error.message}")
             return
         if header.api_key not in HANDLERS:
-            self.close(f"unknown API key {header.api_key}")
+            self.close("unreadable request", f"unknown API key {header.api_key}")
             return
         api_key = ApiKey(header.api_key)
         handler = HANDLERS[api_key]
         if header.api_version not in handler.VERSIONS:
             if api_key is ApiKey.API_VERSIONS:
                 # KIP-511: answer an unknown ApiVersions version with v0 and our versions.
-                self._enqueue(header, 0, api_versions.unsupported_version_response(), True)
+                parts = messages.encode_response(header.api_key, 0, header.correlation_id,
+                                                 api_versions.unsupported_version_response())
+                self._charge(len(parts[0]) + len(parts[1]))
+                self._enqueue(parts, True, self._charge(len(frame)), None)
                 return
             if not messages.can_encode(api_key, header.api_version):
-                self.close(f"{api_key.name} v{header.api_version} is not supported")
+                self.close("unreadable request",
+                           f"{api_key.name} v{header.api_version} is not supported")
                 return
         try:
             request = messages.decode_request(header, frame)
         except KafkaError as error:
-            self.close(f"{api_key.name} v{header.api_version} request: {error.message}")
+            self.close("unreadable request",
+                       f"{api_key.name} v{header.api_version} request: {error.message}")
             return
+        charge = self._charge(len(frame) * DECODED_COST_FACTOR)
         ctx = RequestContext(api_key, header.api_version, header.correlation_id,
                              header.client_id, self.peer, self.broker)
-        task = asyncio.get_running_loop().create_task(dispatch(ctx, request))
-        self._enqueue(header, header.api_version, task, request.expect_response())
+        expects = request.expect_response()
+        written = None
+        after = None
+        if api_key is ApiKey.FETCH:
+            after, written = self.fetch_written, self.loop.create_future()
+            self.fetch_written = written
+        task = self.loop.create_task(self._run(ctx, header, request, expects, after))
+        self._enqueue(task, expects, charge, written)
 
-    def _enqueue(self, header, response_version: int, response_or_task, expects: bool) -> None:
-        self.pending.put_nowait(((header, response_version), response_or_task, expects))
+    def _charge(self, nbytes: int) -> int:
+        if not self.admitted:
+            return 0  # gone: connection_lost already gave everything back
+        self.pool.charge(nbytes)
+        self.held_charges += nbytes
+        return nbytes
+
+    def _uncharge(self, nbytes: int) -> None:
+        if nbytes and self.admitted:
+            self.held_charges -= nbytes
+            self.pool.release(nbytes)
+
+    async def _run(self, ctx: RequestContext, header, request, expects: bool,
+                   after: asyncio.Future | None):
+        """Run one request; return its encoded response (charged) or, with no response
+        expected, the response object itself."""
+        if after is not None:
+            await after  # the previous fetch on this connection was handed to the transport
+        response = await dispatch(ctx, request)
+        if not expects:
+            return response
+        parts = messages.encode_response(header.api_key, header.api_version,
+                                         header.correlation_id, response)
+        self._charge(len(parts[0]) + len(parts[1]))
+        return parts
+
+    def _enqueue(self, item, expects: bool, charge: int, written: asyncio.Future | None) -> None:
+        self.pending.put_nowait((item, expects, charge, written))
 
     async def _write_responses(self) -> None:
         try:
             while True:
-                (header, version), item, expects = await self.pending.get()
-                response = await item if isinstance(item, asyncio.Task) else item
-                if self.reading_paused and self.pending.qsize() < MAX_IN_FLIGHT // 2:
-                    self.reading_paused = False
-                    self.transport.resume_reading()
+                item, expects, charge, written = await self.pending.get()
+                result = await item if isinstance(item, asyncio.Task) else item
+                if _IN_FLIGHT in self.paused_for and self.pending.qsize() < MAX_IN_FLIGHT // 2:
+                    self._resume(_IN_FLIGHT)
+                    self._process()
                 if not expects:
-                    if _produce_failed(response):
-                        self.close("an acks=0 produce request failed; closing so the "
-                                   "client notices")
+                    self._uncharge(charge)
+                    if _produce_failed(result):
+                        self.close("failed acks=0 produce", "an acks=0 produce request "
+                                   "failed; closing so the client notices")
                     continue
                 if self.closed:
                     return
-                parts = messages.encode_response(header.api_key, version,
-                                                 header.correlation_id, response)
                 await self.can_write.wait()
-                self.transport.writelines(parts)
+                self.transport.writelines(result)
+                self.last_activity = self.loop.time()
+                self._uncharge(charge + len(result[0]) + len(result[1]))
+                self._recharge_writes()
+                if written is not None and not written.done():
+                    written.set_result(None)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("failed to send a response to %s", self.peer)
-            self.close("internal error while writing a response")
+            self.close("internal error", "internal error while writing a response")
+
+    def _recharge_writes(self) -> None:
+        """Charge the pool with what the transport still has to send (a slow reader's
+        responses), instead of what the writer had charged for them."""
+        if not self.admitted or self.transport is None:
+            return
+        unsent = self.transport.get_write_buffer_size() if not self.closed else 0
+        if unsent > self.write_charge:
+            self.pool.charge(unsent - self.write_charge)
+        elif unsent < self.write_charge:
+            self.pool.release(self.write_charge - unsent)
+        self.write_charge = unsent
 
 
 def _produce_failed(response) -> bool:
