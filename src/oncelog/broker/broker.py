@@ -17,6 +17,7 @@ import time
 from typing import Callable
 
 from ..controller.metadata_store import LocalMetadataStore
+from ..controller.store import BrokerRegistration
 from ..controller.producer_ids import ProducerIdManager
 from ..coordinator.group import GroupConfig, GroupCoordinator
 from ..coordinator.group.offsets_topic import OffsetsTopic
@@ -43,8 +44,8 @@ class Broker:
             raise ConfigError("advertised.listeners must name a host clients can reach, not "
                               f"{self.advertised_host}; set advertised.listeners=HOST:PORT")
         self.data_dir = config.data_dir
-        self.store = LocalMetadataStore(self.data_dir)
-        self.partitions = PartitionManager(config, self.store, clock)
+        self.store = LocalMetadataStore(self.data_dir, self.node_id)
+        self.partitions = PartitionManager(config, self.store, clock, self.node_id)
         self.flusher = Flusher()
         self.producer_ids = ProducerIdManager(self.store)
         self.offsets_topic = OffsetsTopic(self.partitions, clock)
@@ -52,6 +53,9 @@ class Broker:
                                                   self.offsets_topic, clock)
         self.connections: set[Connection] = set()
         self.cluster_id = ""
+        # this broker's view of the cluster: live brokers and the controller
+        self.live_brokers: dict[int, BrokerRegistration] = {}
+        self.controller_id = -1
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
 
@@ -88,6 +92,7 @@ class Broker:
             self.listen_port = server.sockets[0].getsockname()[1]
             if self.advertised_port == 0:
                 self.advertised_port = self.listen_port
+        self._register()
         log.info("broker %d listening on %s:%d (advertised as %s:%d), data in %s, cluster %s",
                  self.node_id, self.listen_host, self.listen_port, self.advertised_host,
                  self.advertised_port, self.data_dir, self.cluster_id)
@@ -110,6 +115,15 @@ class Broker:
             self.partitions.close()
             os.close(self._lock_fd)
             log.info("broker %d stopped cleanly", self.node_id)
+
+    def _register(self) -> None:
+        registration = self.store.register_broker(BrokerRegistration(
+            self.node_id, self.advertised_host, self.advertised_port))
+        self.live_brokers = self.store.live_brokers() or {self.node_id: registration}
+        if self.store.try_become_controller(self.node_id):
+            self.controller_id = self.node_id
+        else:
+            self.controller_id = self.store.controller_id()
 
     async def _maintain_logs(self) -> None:
         interval = self.config["log.retention.check.interval.ms"] / 1000

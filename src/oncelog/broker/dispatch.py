@@ -15,7 +15,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from .context import RequestContext
 from .handlers import (api_versions, create_partitions, create_topics, delete_topics,
                        describe_cluster, describe_configs, fetch, list_offsets, metadata,
-                       produce)
+                       offset_for_leader_epoch, produce)
 from .handlers import describe_producers, init_producer_id  # idempotent producer
 from .handlers import (delete_groups, describe_groups, find_coordinator, heartbeat,  # groups
                        join_group, leave_group, list_groups, offset_commit, offset_delete,
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 HANDLERS = {module.API_KEY: module for module in (
     produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics,
-    create_partitions, describe_configs, describe_cluster,
+    create_partitions, describe_configs, describe_cluster, offset_for_leader_epoch,
     init_producer_id, describe_producers,
     find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit,
     offset_fetch, list_groups, describe_groups, delete_groups, offset_delete,

@@ -1,10 +1,16 @@
-"""Cluster metadata: which topics exist, their ids, partition counts and config overrides.
+"""Cluster metadata and who decides it.
 
-``LocalMetadataStore`` keeps it in one JSON file in the data directory (the single-broker
-default, no extra process). A ZooKeeper-backed store with the same interface arrives with
-cluster mode.
+``store.MetadataStore`` is the interface: brokers, the controller, topics with their replica
+assignment, per-partition state ``{leader, leader_epoch, isr}`` changed only by
+compare-and-set, producer-id blocks. ``LocalMetadataStore`` keeps it in one JSON file in the
+data directory (the single-broker default, no extra process); ``ZooKeeperMetadataStore``
+(``zookeeper_store``) keeps it in ZooKeeper for a cluster.
 """
 
-from .metadata_store import LocalMetadataStore, TopicRecord
+from .metadata_store import LocalMetadataStore
+from .store import (NO_LEADER, BrokerRegistration, MetadataChange, MetadataStore, NodeIdInUse,
+                    PartitionState, StoreUnavailable, TopicExists, TopicRecord, new_topic_id)
 
-__all__ = ["LocalMetadataStore", "TopicRecord"]
+__all__ = ["LocalMetadataStore", "MetadataStore", "TopicRecord", "PartitionState",
+           "BrokerRegistration", "MetadataChange", "NodeIdInUse", "StoreUnavailable",
+           "TopicExists", "NO_LEADER", "new_topic_id"]

@@ -1,49 +1,44 @@
 """The local-file metadata store: ``<data-dir>/metadata.json`` plus ``meta.properties``.
 
+The single-broker implementation of ``MetadataStore`` (``store.py``): no extra process, one
+broker, which is every partition's only replica, leader and ISR, and always the controller.
+Partition states are kept anyway, so a leader epoch survives restarts and the
+compare-and-set contract is the same one the ZooKeeper store keeps.
+
 Invariant: the file on disk is always a complete document. Writes go to a temporary file that
 is fsynced and renamed over the old one, so a crash leaves either the old or the new state.
+Document versions: 1 (topics only) is read and upgraded; 2 adds each topic's assignment and
+the partition states.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import uuid
-from dataclasses import asdict, dataclass, field
+import threading
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Callable
+
+from .store import (BrokerRegistration, MetadataChange, MetadataStore, NodeIdInUse,
+                    PartitionState, TopicExists, TopicRecord, new_cluster_id, new_topic_id)
+
+__all__ = ["LocalMetadataStore", "TopicRecord", "new_topic_id"]
+
+PRODUCER_IDS_DOCUMENT = "producer-ids.json"
 
 
-@dataclass
-class TopicRecord:
-    name: str
-    topic_id: str
-    partitions: int
-    configs: dict[str, str] = field(default_factory=dict)
-
-
-class LocalMetadataStore:
-    def __init__(self, data_dir: Path) -> None:
+class LocalMetadataStore(MetadataStore):
+    def __init__(self, data_dir: Path, node_id: int = 1) -> None:
         self.data_dir = data_dir
+        self.node_id = node_id
         self.path = data_dir / "metadata.json"
         data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._broker: BrokerRegistration | None = None
+        self._topics, self._states = self._read()
 
-    def load_topics(self) -> dict[str, TopicRecord]:
-        if not self.path.exists():
-            return {}
-        document = json.loads(self.path.read_text())
-        return {t["name"]: TopicRecord(**t) for t in document.get("topics", [])}
-
-    def save_topics(self, topics: dict[str, TopicRecord]) -> None:
-        document = {"version": 1, "topics": [asdict(t) for t in topics.values()]}
-        self._write_atomically(self.path, json.dumps(document, indent=1, sort_keys=True))
-
-    def load_document(self, name: str) -> dict | None:
-        """A small JSON document kept beside metadata.json (e.g. producer-id blocks)."""
-        path = self.data_dir / name
-        return json.loads(path.read_text()) if path.exists() else None
-
-    def save_document(self, name: str, document: dict) -> None:
-        self._write_atomically(self.data_dir / name, json.dumps(document, sort_keys=True))
+    # -- identity and brokers ------------------------------------------------------------
 
     def cluster_id(self, configured: str = "") -> str:
         """Read or create ``meta.properties`` (Kafka keeps the cluster id there too)."""
@@ -52,9 +47,127 @@ class LocalMetadataStore:
             for line in meta.read_text().splitlines():
                 if line.startswith("cluster.id="):
                     return line.split("=", 1)[1].strip()
-        cluster_id = configured or _new_cluster_id()
+        cluster_id = configured or new_cluster_id()
         self._write_atomically(meta, f"version=1\ncluster.id={cluster_id}\n")
         return cluster_id
+
+    def register_broker(self, registration: BrokerRegistration) -> BrokerRegistration:
+        with self._lock:
+            if self._broker is not None and self._broker.node_id == registration.node_id:
+                raise NodeIdInUse(f"node.id {registration.node_id} is already registered")
+            self._broker = replace(registration, broker_epoch=0)
+            return self._broker
+
+    def live_brokers(self) -> dict[int, BrokerRegistration]:
+        return {self._broker.node_id: self._broker} if self._broker else {}
+
+    def try_become_controller(self, node_id: int) -> bool:
+        return node_id == self.node_id
+
+    def controller_id(self) -> int:
+        return self.node_id
+
+    def confirm_session(self) -> bool:
+        return True  # no session to lose: the store is this process's own file
+
+    # -- topics --------------------------------------------------------------------------
+
+    def load_topics(self) -> dict[str, TopicRecord]:
+        with self._lock:
+            return {name: replace(record, configs=dict(record.configs),
+                                  assignment=[list(r) for r in record.assignment])
+                    for name, record in self._topics.items()}
+
+    def create_topic(self, record: TopicRecord, states: list[PartitionState]) -> None:
+        with self._lock:
+            if record.name in self._topics:
+                raise TopicExists(record.name)
+            self._topics[record.name] = record
+            self._states[record.name] = [replace(s, version=0) for s in states]
+            self._save()
+
+    def add_partitions(self, record: TopicRecord, new_states: list[PartitionState]) -> None:
+        with self._lock:
+            self._topics[record.name] = record
+            self._states[record.name] = (self._states.get(record.name, [])
+                                         + [replace(s, version=0) for s in new_states])
+            self._save()
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            self._topics.pop(name, None)
+            self._states.pop(name, None)
+            self._save()
+
+    # -- partition state -----------------------------------------------------------------
+
+    def partition_state(self, topic: str, index: int) -> PartitionState | None:
+        states = self._states.get(topic, [])
+        return states[index] if index < len(states) else None
+
+    def compare_and_set_partition_state(self, topic: str, index: int,
+                                        state: PartitionState) -> PartitionState | None:
+        with self._lock:
+            current = self.partition_state(topic, index)
+            if current is None or current.version != state.version:
+                return None
+            stored = replace(state, version=current.version + 1)
+            self._states[topic][index] = stored
+            self._save()
+            return stored
+
+    # -- producer ids --------------------------------------------------------------------
+
+    def allocate_producer_id_block(self, size: int) -> int:
+        with self._lock:
+            path = self.data_dir / PRODUCER_IDS_DOCUMENT
+            document = json.loads(path.read_text()) if path.exists() else {}
+            start = int(document.get("block_end", 0))
+            self._write_atomically(path, json.dumps({"version": 1, "block_end": start + size},
+                                                    sort_keys=True))
+            return start
+
+    # -- watching and closing ------------------------------------------------------------
+
+    def watch(self, listener: Callable[[MetadataChange], None]) -> None:
+        """Nothing changes here but through this broker, which knows what it changed."""
+
+    def close(self) -> None:
+        with self._lock:
+            self._broker = None
+
+    # -- the file ------------------------------------------------------------------------
+
+    def _read(self) -> tuple[dict[str, TopicRecord], dict[str, list[PartitionState]]]:
+        if not self.path.exists():
+            return {}, {}
+        document = json.loads(self.path.read_text())
+        topics, states = {}, {}
+        for entry in document.get("topics", []):
+            record = TopicRecord(**entry)
+            # A single broker hosts every replica, whatever node id it had before.
+            record.assignment = [[self.node_id] for _ in range(record.partitions)]
+            topics[record.name] = record
+        for name, entries in document.get("partition_states", {}).items():
+            states[name] = [PartitionState(leader=self.node_id, leader_epoch=e["leader_epoch"],
+                                           isr=(self.node_id,), version=e["version"])
+                            for e in entries]
+        for name, record in topics.items():  # version 1 documents had no states
+            known = states.setdefault(name, [])
+            known.extend(PartitionState(self.node_id, 0, (self.node_id,), version=0)
+                         for _ in range(len(known), record.partitions))
+        return topics, states
+
+    def _save(self) -> None:
+        document = {
+            "version": 2,
+            "topics": [asdict(t) for t in self._topics.values()],
+            "partition_states": {
+                name: [{"leader": s.leader, "leader_epoch": s.leader_epoch, "isr": list(s.isr),
+                        "version": s.version} for s in states]
+                for name, states in self._states.items()},
+        }
+        self._write_atomically(self.path, json.dumps(document, indent=1, sort_keys=True))
 
     def _write_atomically(self, path: Path, text: str) -> None:
         temporary = path.with_suffix(path.suffix + ".tmp")
@@ -68,13 +181,3 @@ class LocalMetadataStore:
             os.fsync(directory)
         finally:
             os.close(directory)
-
-
-def _new_cluster_id() -> str:
-    # Kafka's cluster ids are a base64url-encoded UUID without padding.
-    import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def new_topic_id() -> str:
-    return str(uuid.uuid4())

@@ -1,8 +1,16 @@
-"""The topics this broker hosts and their partitions (Kafka's ReplicaManager, single node).
+"""The topics this broker knows and the partition replicas it hosts (Kafka's ReplicaManager
+and its metadata cache).
 
-Owns: the name -> ``Topic`` map, the opening and closing of partition logs, topic creation,
-deletion and partition growth. The durable list of topics lives in the metadata store
-(``controller``); this class applies it to disk and memory.
+Owns: the name -> ``Topic`` map (every topic of the cluster, with the metadata store's view of
+each partition's ``PartitionState``), the opening and closing of the replicas assigned to
+this broker, topic creation, deletion and partition growth. The durable truth lives in the
+metadata store (``controller``): changes are written there first, then applied here with
+``apply_partition_state``, the same path a change made by another broker takes.
+
+Replica assignment for new topics follows Kafka's rack-unaware ``assignReplicasToBrokers``:
+partition p's first replica is broker ``(start + p) % n`` of the sorted live brokers, and
+its followers follow at a shift that grows every n partitions, so leaders and followers
+spread evenly; explicit assignments (CreateTopics ``assignments``) are taken as given.
 """
 
 from __future__ import annotations
@@ -13,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..broker.config import BrokerConfig, ConfigError, validate_topic_configs
-from ..controller.metadata_store import LocalMetadataStore, TopicRecord, new_topic_id
+from ..controller.store import (MetadataStore, PartitionState, TopicExists, TopicRecord,
+                                new_topic_id)
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import Log
 from ..storage.cleaner import LogCleaner
@@ -43,7 +52,10 @@ def check_topic_name(name: str | None) -> None:
 @dataclass
 class Topic:
     record: TopicRecord
-    partitions: list[Partition] = field(default_factory=list)
+    # the replicas hosted here, by partition index (every partition on a single broker)
+    local: dict[int, Partition] = field(default_factory=dict)
+    # the metadata store's state of every partition, hosted here or not
+    states: list[PartitionState] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -53,26 +65,76 @@ class Topic:
     def is_internal(self) -> bool:
         return self.name.startswith("__")
 
+    @property
+    def partition_count(self) -> int:
+        return self.record.partitions
+
+    @property
+    def partitions(self) -> list[Partition]:
+        """The local replicas, in partition order."""
+        return [self.local[i] for i in sorted(self.local)]
+
+
+def assign_replicas(partitions: int, replication_factor: int, brokers: list[int],
+                    first_partition: int = 0, start: int = 0) -> list[list[int]]:
+    """Kafka's rack-unaware replica assignment (``AdminUtils.assignReplicasToBrokers``)."""
+    brokers = sorted(brokers)
+    count = len(brokers)
+    if replication_factor > count:
+        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"replication factor {replication_factor} is larger than the {count} "
+                         f"live broker{'s' if count != 1 else ''} {brokers}")
+    assignment, shift = [], start % count
+    for p in range(first_partition, first_partition + partitions):
+        if p > 0 and p % count == 0:
+            shift += 1
+        first = (p + start) % count
+        replicas = [brokers[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(brokers[(first + 1 + (shift + j) % (count - 1)) % count])
+        assignment.append(replicas)
+    return assignment
+
 
 class PartitionManager:
-    def __init__(self, config: BrokerConfig, store: LocalMetadataStore,
-                 clock: Callable[[], int]) -> None:
+    def __init__(self, config: BrokerConfig, store: MetadataStore,
+                 clock: Callable[[], int], node_id: int = 1) -> None:
         self.config = config
         self.store = store
         self.clock = clock
+        self.node_id = node_id
         self.topics: dict[str, Topic] = {}
         self.cleaner = LogCleaner()
 
     def load(self) -> None:
         for record in self.store.load_topics().values():
-            topic = Topic(record)
-            settings = self.topic_settings(record)
-            for index in range(record.partitions):
-                topic.partitions.append(self._open_partition(record.name, index, settings))
-            self.topics[record.name] = topic
+            self._add_topic(record, self._read_states(record))
         if self.topics:
-            log.info("loaded %d topics, %d partitions", len(self.topics),
-                     sum(len(t.partitions) for t in self.topics.values()))
+            log.info("loaded %d topics, %d local partitions", len(self.topics),
+                     sum(len(t.local) for t in self.topics.values()))
+
+    def _read_states(self, record: TopicRecord) -> list[PartitionState]:
+        return [self.store.partition_state(record.name, i)
+                or PartitionState(-1, -1, (), version=-1) for i in range(record.partitions)]
+
+    def _add_topic(self, record: TopicRecord, states: list[PartitionState]) -> Topic:
+        topic = Topic(record)
+        self.topics[record.name] = topic
+        self._grow(topic, states)
+        return topic
+
+    def _grow(self, topic: Topic, states: list[PartitionState]) -> None:
+        """Open the local replicas of partitions ``len(topic.states)`` onwards."""
+        settings = self.topic_settings(topic.record)
+        for index in range(len(topic.states), topic.record.partitions):
+            state = states[index]
+            topic.states.append(state)
+            replicas = topic.record.replicas(index)
+            if self.node_id in replicas:
+                partition = self._open_partition(topic.name, index, settings, replicas)
+                if state.version >= 0:
+                    partition.apply_state(state, replicas)
+                topic.local[index] = partition
 
     def effective_topic_configs(self, record: TopicRecord) -> dict[str, str]:
         configs = self.config.topic_defaults()
@@ -82,10 +144,12 @@ class PartitionManager:
     def topic_settings(self, record: TopicRecord) -> TopicSettings:
         return TopicSettings.from_configs(self.effective_topic_configs(record))
 
-    def _open_partition(self, topic: str, index: int, settings: TopicSettings) -> Partition:
+    def _open_partition(self, topic: str, index: int, settings: TopicSettings,
+                        replicas: tuple[int, ...]) -> Partition:
         directory = self.config.data_dir / f"{topic}-{index}"
         partition_log = Log.open(directory, settings.log_config, self.clock)
-        return Partition(topic, index, partition_log, settings, self.clock)
+        return Partition(topic, index, partition_log, settings, self.clock,
+                         replica_id=self.node_id, replicas=replicas)
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -96,11 +160,16 @@ class PartitionManager:
         return topic
 
     def get_partition(self, topic_name: str, index: int) -> Partition:
+        """The local replica; NOT_LEADER_OR_FOLLOWER for a partition hosted elsewhere."""
         topic = self.get_topic(topic_name)
-        if not 0 <= index < len(topic.partitions):
+        if not 0 <= index < topic.partition_count:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"topic {topic_name!r} has no partition {index}")
-        return topic.partitions[index]
+        partition = topic.local.get(index)
+        if partition is None:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"{topic_name}-{index} has no replica on broker {self.node_id}")
+        return partition
 
     def all_partitions(self):
         for topic in self.topics.values():
@@ -109,10 +178,18 @@ class PartitionManager:
     # -- changes ---------------------------------------------------------------------------
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                     configs: dict[str, str] | None = None, validate_only: bool = False) -> Topic | None:
+                     configs: dict[str, str] | None = None, validate_only: bool = False,
+                     assignment: list[list[int]] | None = None,
+                     live_brokers: list[int] | None = None) -> Topic | None:
+        """Create a topic in the store, then host its local replicas. ``live_brokers``
+        (default: this one) are what replicas are assigned over."""
         check_topic_name(name)
         if name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        brokers = sorted(live_brokers or [self.node_id])
+        if assignment:
+            num_partitions = len(assignment)
+            self._check_assignment(name, assignment, brokers)
         if num_partitions == -1:
             num_partitions = self.config["num.partitions"]
         if num_partitions <= 0:
@@ -121,25 +198,52 @@ class PartitionManager:
         self._check_partition_limit(name, num_partitions)
         if replication_factor == -1:
             replication_factor = self.config["default.replication.factor"]
-        if replication_factor != 1:
+        if replication_factor <= 0:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {replication_factor} is larger than the 1 "
-                             "broker available")
+                             f"replication factor must be positive, got {replication_factor}")
+        if not assignment:
+            assignment = assign_replicas(num_partitions, replication_factor, brokers,
+                                         start=self._assignment_start(name, brokers))
         try:
             configs = validate_topic_configs(configs or {})
         except ConfigError as error:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(error)) from None
         if validate_only:
             return None
-        record = TopicRecord(name, new_topic_id(), num_partitions, configs)
-        topic = Topic(record)
-        settings = self.topic_settings(record)
-        topic.partitions = [self._open_partition(name, i, settings) for i in range(num_partitions)]
-        self.topics[name] = topic
-        self.store.save_topics({n: t.record for n, t in self.topics.items()})
-        log.info("created topic %s with %d partitions%s", name, num_partitions,
+        record = TopicRecord(name, new_topic_id(), num_partitions, configs, assignment)
+        states = [PartitionState(replicas[0], 0, tuple(replicas)) for replicas in assignment]
+        try:
+            self.store.create_topic(record, states)
+        except TopicExists:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                             f"topic {name!r} already exists") from None
+        topic = self._add_topic(record, [self.store.partition_state(name, i) or s
+                                         for i, s in enumerate(states)])
+        log.info("created topic %s with %d partitions%s%s", name, num_partitions,
+                 f", replicas {assignment}" if replication_factor > 1 or len(brokers) > 1 else "",
                  f" and configs {configs}" if configs else "")
         return topic
+
+    def _assignment_start(self, name: str, brokers: list[int]) -> int:
+        # Kafka starts at a random broker; a hash of the name spreads topics just as well
+        # and keeps assignments reproducible in tests.
+        return sum(name.encode()) % len(brokers) if len(brokers) > 1 else 0
+
+    @staticmethod
+    def _check_assignment(name: str, assignment: list[list[int]], brokers: list[int]) -> None:
+        for index, replicas in enumerate(assignment):
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"topic {name!r} partition {index}: replicas {replicas} must be "
+                                 "distinct and non-empty")
+            unknown = [r for r in replicas if r not in brokers]
+            if unknown:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"topic {name!r} partition {index}: brokers {unknown} are not "
+                                 f"live (live: {brokers})")
+        if len({len(r) for r in assignment}) != 1:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"topic {name!r}: every partition needs the same number of replicas")
 
     def _check_partition_limit(self, name: str, count: int) -> None:
         """A fuzzed or mistyped count (CreateTopics with 500,000 partitions) must not stall
@@ -154,29 +258,70 @@ class PartitionManager:
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
         topic = self.get_topic(name)
-        del self.topics[name]
-        self.store.save_topics({n: t.record for n, t in self.topics.items()})
+        self.store.delete_topic(name)
+        self.forget_topic(name)
+        return topic
+
+    def forget_topic(self, name: str) -> None:
+        """Drop a topic deleted in the store, and its local replicas' files."""
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            return
         for partition in topic.partitions:
             partition.delete()
         log.info("deleted topic %s", name)
-        return topic
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    def create_partitions(self, name: str, count: int, validate_only: bool = False,
+                          live_brokers: list[int] | None = None,
+                          assignment: list[list[int]] | None = None) -> None:
         topic = self.get_topic(name)
-        current = len(topic.partitions)
+        current = topic.partition_count
         if count <= current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"topic {name!r} has {current} partitions; the new count {count} "
                              "must be larger")
         self._check_partition_limit(name, count)
+        brokers = sorted(live_brokers or [self.node_id])
+        replication_factor = len(topic.record.replicas(0)) or 1
+        if assignment:
+            if len(assignment) != count - current:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"topic {name!r}: {len(assignment)} assignments for "
+                                 f"{count - current} new partitions")
+            self._check_assignment(name, assignment, brokers)
+            if len(assignment[0]) != replication_factor:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"topic {name!r} has {replication_factor} replicas per "
+                                 f"partition; the new ones were given {len(assignment[0])}")
+            added = assignment
+        else:
+            added = assign_replicas(count - current, replication_factor, brokers,
+                                    first_partition=current,
+                                    start=self._assignment_start(name, brokers))
         if validate_only:
             return
-        settings = self.topic_settings(topic.record)
-        topic.partitions.extend(self._open_partition(name, i, settings)
-                                for i in range(current, count))
+        topic.record.assignment = [*topic.record.assignment, *added]
         topic.record.partitions = count
-        self.store.save_topics({n: t.record for n, t in self.topics.items()})
+        new_states = [PartitionState(replicas[0], 0, tuple(replicas)) for replicas in added]
+        self.store.add_partitions(topic.record, new_states)
+        self._grow(topic, topic.states + [self.store.partition_state(name, current + i) or s
+                                          for i, s in enumerate(new_states)])
         log.info("topic %s grew from %d to %d partitions", name, current, count)
+
+    def apply_partition_state(self, topic_name: str, index: int, state: PartitionState) -> bool:
+        """Take a state read from the store (a newer version than ours): update the cache,
+        and the local replica's role. Returns True when the local replica's leader or epoch
+        changed."""
+        topic = self.topics.get(topic_name)
+        if topic is None or index >= len(topic.states):
+            return False
+        if state.version <= topic.states[index].version:
+            return False
+        topic.states[index] = state
+        partition = topic.local.get(index)
+        if partition is None:
+            return False
+        return partition.apply_state(state, topic.record.replicas(index))
 
     def run_log_maintenance(self) -> None:
         """Time-based rolls, retention (``cleanup.policy`` delete), compaction (compact) and
@@ -197,12 +342,13 @@ class PartitionManager:
             except (OSError, KafkaError) as error:  # the log stays as it was; retry next time
                 log.error("%s: compaction failed: %s", partition, error)
         if "delete" in policies:
-            deleted = partition.log.apply_retention()
+            deleted = partition.log.apply_retention(partition.high_watermark)
             if deleted:
                 log.info("retention deleted %d segments of %s; log start offset is now %d",
                          deleted, partition, partition.log_start_offset)
                 partition.high_watermark = max(partition.high_watermark,
                                                partition.log_start_offset)
+                partition.epoch_cache.truncate_from_start(partition.log_start_offset)
         self._maintain_producer_state(partition)
 
     def _maintain_producer_state(self, partition) -> None:
@@ -213,6 +359,7 @@ class PartitionManager:
         if expired:
             log.info("%s: %d idle producer ids expired", partition, expired)
         partition.take_producer_snapshot()
+        partition.checkpoint_high_watermark()
 
     def close(self) -> None:
         for partition in self.all_partitions():

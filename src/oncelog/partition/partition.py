@@ -1,16 +1,36 @@
-"""One partition replica: its log, offsets, leader epoch, and the produce/fetch rules.
+"""One partition replica: its log, offsets, role, ISR, and the produce/fetch rules.
 
 State owned here, changed only by this class's plain (non-async) methods:
 - ``log`` (storage.Log): ``log_start_offset`` .. ``log_end_offset`` (LEO, next offset to assign);
-- ``high_watermark`` (HW): consumers read below it; a single-replica partition's ISR is just
-  the leader, so every append advances it to the LEO at once;
+- the role: ``leader_id`` (``replica_id`` when we lead; another broker, or -1 when the
+  partition has no leader), ``leader_epoch`` (bumped by every election), ``replicas``;
+- on the leader, ``isr_state`` (``replicas.CommittedIsr | PendingExpand | PendingShrink``) and
+  each follower's progress (``FollowerState``);
+- ``high_watermark`` (HW): consumers read below it. On the leader it is the smallest LEO over
+  the (maximal) ISR, itself included, so a record below it is on every in-sync replica; on
+  a follower it is the leader's HW as last fetched, capped by our own LEO. A single-replica
+  partition is its own ISR, so every append moves its HW to the LEO at once;
 - ``last_stable_offset`` (LSO): equals the HW until transactions exist;
-- ``leader_epoch``: 0 on a single node; bumped by the controller in cluster mode;
+- ``epoch_cache``: which leader epoch began at which offset (``storage.leader_epoch``);
 - ``producer_state``: idempotence state per producer id (``producer_state.py``), snapshotted
   on clean shutdown and periodically, rebuilt on open from the newest snapshot plus a replay
-  of the batch headers written after it.
+  of the batch headers written after it; a follower updates it from the replicated batches,
+  so a retry sent to it after a failover is still recognised.
 
-Invariants (asserted): log_start_offset <= high_watermark <= log_end_offset.
+Invariants (asserted): log_start_offset <= high_watermark <= log_end_offset; the leader is
+in its ISR; the ISR is a subset of the replicas.
+
+Produce (``append_records``) and consumer fetches (``read``) are served only by the leader
+(NOT_LEADER_OR_FOLLOWER otherwise). ``acks=all`` checks ``min.insync.replicas`` against the
+committed ISR before appending (NOT_ENOUGH_REPLICAS), then waits in ``wait_for_acks`` until
+the HW passes the batch (Kafka's delayed produce); if the ISR shrank below the minimum by
+then, NOT_ENOUGH_REPLICAS_AFTER_APPEND. Followers append the leader's batches as they are
+(``append_as_follower``) and truncate a divergent tail (``truncate_to``).
+
+ISR changes are proposed here (``maybe_expand_isr`` on a follower's fetch, ``maybe_shrink_isr``
+on a timer) and carried out by the owner of the metadata store, which calls
+``complete_isr_change`` with what the compare-and-set stored (or None when it lost the race);
+in between the ISR is pending, and no second change is proposed.
 
 Validation on the client append path follows Kafka's LogValidator for magic-2 batches:
 CRC and lengths (CORRUPT_MESSAGE), record counts (INVALID_RECORD), size against
@@ -20,15 +40,22 @@ CRC and lengths (CORRUPT_MESSAGE), record counts (INVALID_RECORD), size against
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 
+from ..controller.store import NO_LEADER, PartitionState
 from ..protocol import batches
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import AppendInfo, Log, LogConfig, OffsetAndTimestamp
 from ..storage import producer_snapshots
+from ..storage.leader_epoch import LeaderEpochCache
 from .producer_state import ProducerStateManager
+from .replicas import CommittedIsr, FollowerState, IsrState, PendingExpand, PendingShrink
+
+log = logging.getLogger(__name__)
 
 
 class AppendOrigin(Enum):
@@ -77,20 +104,35 @@ class TopicSettings:
 
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, settings: TopicSettings,
-                 clock: Callable[[], int]) -> None:
+                 clock: Callable[[], int], replica_id: int = 1,
+                 replicas: tuple[int, ...] | None = None) -> None:
         self.topic = topic
         self.index = index
         self.log = log
         self.settings = settings
         self.clock = clock
-        self.leader_epoch = 0
-        self.isr = (0,)  # replica ids; a single node is its own ISR
-        # Everything in a single replica's log was written by an acknowledged (or at least
-        # attempted) append, so after a restart the HW starts at the LEO.
-        self.high_watermark = log.log_end_offset
+        self.replica_id = replica_id
+        self.replicas: tuple[int, ...] = tuple(replicas or (replica_id,))
+        # Until the metadata store says otherwise, a single replica leads itself in epoch 0;
+        # a replicated one knows no leader.
+        single = self.replicas == (replica_id,)
+        self.leader_id = replica_id if single else NO_LEADER
+        self.leader_epoch = 0 if single else -1
+        self.partition_state_version = -1
+        self.isr_state: IsrState = CommittedIsr((replica_id,) if single else ())
+        self.followers: dict[int, FollowerState] = {}
+        self.epoch_cache = LeaderEpochCache(log.directory)
+        # A single replica's log holds only acknowledged (or attempted) appends, so after a
+        # restart its HW starts at the LEO. A replicated one starts from its checkpoint:
+        # records past it may never have reached the ISR, and consumers must not see them.
+        self.high_watermark = (log.log_end_offset if single
+                               else _read_high_watermark(log))
         self._data_waiters: set[asyncio.Future] = set()
+        self._acks_waiters: list[tuple[int, asyncio.Future]] = []
         self.producer_state = ProducerStateManager(f"{topic}-{index}")
         self._load_producer_state()
+        self._load_epoch_cache()
+        self._check_invariants()
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.index}"
@@ -107,18 +149,43 @@ class Partition:
     def last_stable_offset(self) -> int:
         return self.high_watermark
 
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.replica_id
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        """The committed ISR: what the metadata store holds."""
+        return self.isr_state.committed
+
     def _check_invariants(self) -> None:
         assert self.log_start_offset <= self.high_watermark <= self.log_end_offset, (
             self, self.log_start_offset, self.high_watermark, self.log_end_offset)
+        assert not self.is_leader or self.replica_id in self.isr_state.maximal, (
+            self, self.isr_state)
+        assert set(self.isr_state.maximal) <= set(self.replicas), (self, self.isr_state,
+                                                                   self.replicas)
+
+    def check_leader(self) -> None:
+        if not self.is_leader:
+            leader = "no leader" if self.leader_id == NO_LEADER else f"leader {self.leader_id}"
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"{self}: broker {self.replica_id} is not the leader ({leader}, "
+                             f"epoch {self.leader_epoch})")
 
     # -- produce ---------------------------------------------------------------------------
 
     def append_records(self, records: bytes | None,
-                       origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
-        """Validate and append one produce request's records for this partition.
+                       origin: AppendOrigin = AppendOrigin.CLIENT,
+                       required_acks: int = 1) -> AppendInfo:
+        """Validate and append one produce request's records for this partition (leader only).
 
         A retried idempotent batch (same producer, epoch and sequences as one of the last
-        five) is not appended again: its original offsets are returned."""
+        five) is not appended again: its original offsets are returned. ``required_acks=-1``
+        is refused with NOT_ENOUGH_REPLICAS while the ISR is below ``min.insync.replicas``."""
+        self.check_leader()
+        if required_acks == -1:
+            self._check_enough_replicas(ErrorCode.NOT_ENOUGH_REPLICAS)
         if not records:
             raise KafkaError(ErrorCode.INVALID_RECORD, f"{self}: produce request without records")
         if len(records) > self.settings.max_message_bytes:
@@ -137,10 +204,16 @@ class Partition:
         info = self.log.append(buffer, self.leader_epoch)
         if header.has_producer_id:
             self.producer_state.update(header, info.base_offset, self.clock())
-        self.high_watermark = self.log.log_end_offset
+        self._wake_fetchers()  # followers wait for new data, consumers for the HW
+        self._maybe_advance_high_watermark()
         self._check_invariants()
-        self._wake_fetchers()
         return info
+
+    def _check_enough_replicas(self, code: ErrorCode) -> None:
+        in_sync, needed = len(self.isr), self.settings.min_insync_replicas
+        if in_sync < needed:
+            raise KafkaError(code, f"{self}: {in_sync} in-sync replicas {list(self.isr)}, "
+                                   f"min.insync.replicas={needed}")
 
     def _check_client_batch(self, header: batches.BatchHeader):
         if header.is_control:
@@ -167,6 +240,38 @@ class Partition:
                              "expected exactly one")
         return headers
 
+    def wait_for_acks(self, required_offset: int) -> asyncio.Future:
+        """acks=all (Kafka's delayed produce): a future resolved with an ``ErrorCode`` once
+        the HW reaches ``required_offset`` (NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when
+        the ISR is below the minimum by then), or when leadership is lost
+        (NOT_LEADER_OR_FOLLOWER). The caller bounds the wait with the request's timeout."""
+        waiter = asyncio.get_running_loop().create_future()
+        if self.high_watermark >= required_offset:
+            waiter.set_result(self._acks_outcome())
+        else:
+            self._acks_waiters.append((required_offset, waiter))
+        return waiter
+
+    def _acks_outcome(self) -> ErrorCode:
+        if len(self.isr) < self.settings.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    def _complete_acks_waiters(self, lost_leadership: bool = False) -> None:
+        if not self._acks_waiters:
+            return
+        waiting = []
+        for required_offset, waiter in self._acks_waiters:
+            if waiter.done():
+                continue
+            if lost_leadership:
+                waiter.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            elif self.high_watermark >= required_offset:
+                waiter.set_result(self._acks_outcome())
+            else:
+                waiting.append((required_offset, waiter))
+        self._acks_waiters = waiting
+
     def check_leader_epoch(self, requested: int) -> None:
         """KIP-320: a client's view of the leader epoch must match ours (-1: not checked)."""
         if requested == -1 or requested == self.leader_epoch:
@@ -175,6 +280,29 @@ class Partition:
                 else ErrorCode.FENCED_LEADER_EPOCH)
         raise KafkaError(code, f"{self}: request leader epoch {requested}, ours "
                                f"{self.leader_epoch}")
+
+    # -- the high watermark ----------------------------------------------------------------
+
+    def _maybe_advance_high_watermark(self) -> None:
+        """Leader: the HW is the smallest LEO over the maximal ISR; it never goes back."""
+        if not self.is_leader:
+            return
+        new = self.log_end_offset
+        for replica in self.isr_state.maximal:
+            if replica != self.replica_id:
+                follower = self.followers.get(replica)
+                new = min(new, follower.log_end_offset if follower else -1)
+        if new > self.high_watermark:
+            self.high_watermark = new
+            self._wake_fetchers()
+            self._complete_acks_waiters()
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """Follower: the leader's HW from its fetch response, capped by our own LEO."""
+        new = max(min(leader_high_watermark, self.log_end_offset), self.log_start_offset)
+        if new != self.high_watermark:
+            self.high_watermark = new
+            self._wake_fetchers()
 
     # -- fetch -----------------------------------------------------------------------------
 
@@ -186,21 +314,199 @@ class Partition:
 
     def read(self, offset: int, max_bytes: int, isolation: IsolationLevel,
              min_one_batch: bool) -> bytes:
-        """Whole batches from ``offset``; OFFSET_OUT_OF_RANGE outside [log start, LEO]."""
+        """A consumer's read (leader only): whole batches from ``offset`` below the HW or
+        LSO; OFFSET_OUT_OF_RANGE outside [log start, LEO]."""
+        self.check_leader()
+        return self._read(offset, max_bytes, self.fetch_bound(isolation), min_one_batch)
+
+    def _read(self, offset: int, max_bytes: int, bound: int, min_one_batch: bool) -> bytes:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
                              f"{self}: fetch offset {offset} outside [{self.log_start_offset}, "
                              f"{self.log_end_offset}]")
-        bound = self.fetch_bound(isolation)
         if offset >= bound:
             return b""
         return self.log.read(offset, max_bytes, max_offset=bound, min_one_batch=min_one_batch)
+
+    def read_for_follower(self, replica_id: int, offset: int, max_bytes: int) -> bytes:
+        """A follower's fetch (leader only): up to our LEO, not the HW. The fetch offset is
+        the follower's LEO: it may advance the HW and bring the follower into the ISR."""
+        self.check_leader()
+        if replica_id not in self.replicas or replica_id == self.replica_id:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"{self}: broker {replica_id} is not a replica {list(self.replicas)}")
+        records = self._read(offset, max_bytes, self.log_end_offset, min_one_batch=True)
+        self.record_follower_fetch(replica_id, offset)
+        return records
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+        follower = self.followers.setdefault(replica_id, FollowerState(replica_id))
+        follower.record_fetch(fetch_offset, self.log_end_offset, self.clock())
+        self.maybe_expand_isr(replica_id)
+        self._maybe_advance_high_watermark()
 
     def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:
         return self.log.offset_for_timestamp(timestamp_ms)
 
     def max_timestamp(self) -> OffsetAndTimestamp | None:
         return self.log.max_timestamp()
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (the largest epoch <= ``leader_epoch`` we know, where it
+        ended in our log); (-1, -1) when unknown."""
+        return self.epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+
+    # -- leadership (applied from the metadata store) -------------------------------------
+
+    def become_leader(self, state: PartitionState, replicas: tuple[int, ...]) -> bool:
+        """Lead from ``state`` (whose leader is us). A new epoch starts at our LEO; followers
+        in the ISR count as caught up now, as Kafka does, so none is dropped from it before it
+        had a chance to fetch from us. Returns True when the epoch or role changed."""
+        assert state.leader == self.replica_id, (self, state)
+        changed = not self.is_leader or state.leader_epoch != self.leader_epoch
+        self.replicas = tuple(replicas)
+        self.leader_id = self.replica_id
+        self.leader_epoch = state.leader_epoch
+        self.partition_state_version = state.version
+        self.isr_state = CommittedIsr(tuple(state.isr))
+        if changed:
+            self.epoch_cache.assign(state.leader_epoch, self.log_end_offset)
+            now = self.clock()
+            self.followers = {r: FollowerState(r, last_caught_up_ms=now if r in state.isr else 0)
+                              for r in self.replicas if r != self.replica_id}
+            log.info("%s: leader in epoch %d from offset %d, ISR %s", self, self.leader_epoch,
+                     self.log_end_offset, list(state.isr))
+        self._maybe_advance_high_watermark()
+        self._check_invariants()
+        self._wake_fetchers()
+        return changed
+
+    def become_follower(self, state: PartitionState, replicas: tuple[int, ...]) -> bool:
+        """Follow ``state.leader`` (or nobody, when the partition is offline). Waiting acks=all
+        produces are answered NOT_LEADER_OR_FOLLOWER: their records may never be committed.
+        Returns True when the leader or epoch changed (the fetcher must then re-check where
+        our log diverges from the new leader's)."""
+        changed = state.leader != self.leader_id or state.leader_epoch != self.leader_epoch
+        was_leader = self.is_leader
+        self.replicas = tuple(replicas)
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.partition_state_version = state.version
+        self.isr_state = CommittedIsr(tuple(state.isr))
+        self.followers = {}
+        if changed:
+            self._complete_acks_waiters(lost_leadership=True)
+            self._wake_fetchers()
+            log.info("%s: %s in epoch %d%s", self,
+                     f"following {state.leader}" if state.has_leader else "offline (no leader)",
+                     state.leader_epoch, " (was leader)" if was_leader else "")
+        self._check_invariants()
+        return changed
+
+    def apply_state(self, state: PartitionState, replicas: tuple[int, ...]) -> bool:
+        if state.leader == self.replica_id:
+            return self.become_leader(state, replicas)
+        return self.become_follower(state, replicas)
+
+    # -- the ISR (leader) ------------------------------------------------------------------
+
+    def maybe_expand_isr(self, replica_id: int) -> PartitionState | None:
+        """A follower that caught up with the HW (and with our epoch's start) rejoins the
+        ISR. Returns the proposed state when an expansion starts."""
+        if not self.is_leader or self.isr_state.is_pending or replica_id in self.isr:
+            return None
+        follower = self.followers.get(replica_id)
+        epoch_start = self.epoch_cache.entries[-1][1] if self.epoch_cache.entries else 0
+        if (follower is None or follower.log_end_offset < self.high_watermark
+                or follower.log_end_offset < epoch_start):
+            return None
+        self.isr_state = PendingExpand(self.isr, replica_id)
+        return self._propose_isr(self.isr_state.maximal, f"broker {replica_id} caught up")
+
+    def maybe_shrink_isr(self, lag_time_max_ms: int) -> PartitionState | None:
+        """Followers not caught up for ``replica.lag.time.max.ms`` leave the ISR. Returns the
+        proposed state when a shrink starts."""
+        if not self.is_leader or self.isr_state.is_pending:
+            return None
+        now = self.clock()
+        lagging = tuple(r for r in self.isr if r != self.replica_id
+                        and self.followers.get(r, FollowerState(r)).is_lagging(now, lag_time_max_ms))
+        if not lagging:
+            return None
+        self.isr_state = PendingShrink(self.isr, lagging)
+        remaining = tuple(r for r in self.isr if r not in lagging)
+        return self._propose_isr(remaining, f"{list(lagging)} behind for more than "
+                                            f"{lag_time_max_ms} ms")
+
+    def _propose_isr(self, isr: tuple[int, ...], reason: str) -> PartitionState:
+        log.info("%s: proposing ISR %s (was %s): %s", self, list(isr), list(self.isr), reason)
+        return PartitionState(self.replica_id, self.leader_epoch, tuple(isr),
+                              self.partition_state_version)
+
+    def complete_isr_change(self, stored: PartitionState | None) -> None:
+        """The store's answer to a proposed ISR change: the state it now holds, or None when
+        another writer got there first (the caller then re-reads and applies the state)."""
+        if not self.isr_state.is_pending:
+            return
+        if stored is None or stored.leader_epoch != self.leader_epoch or not self.is_leader:
+            self.isr_state = CommittedIsr(self.isr_state.committed)
+            return
+        self.isr_state = CommittedIsr(tuple(stored.isr))
+        self.partition_state_version = stored.version
+        self._maybe_advance_high_watermark()
+        self._complete_acks_waiters()
+        self._check_invariants()
+
+    # -- replication (follower) ------------------------------------------------------------
+
+    def append_as_follower(self, records: bytes) -> AppendInfo | None:
+        """Append the leader's batches as they are (its offsets and epochs), after checking
+        their CRCs; records each newer epoch's start and the producers' sequences."""
+        if self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"{self}: a leader does not append replicated batches")
+        if not records:
+            return None
+        buffer = bytearray(records)
+        headers, position, end = [], 0, len(buffer)
+        while position < end:
+            header = batches.validate_batch(buffer, position, end)
+            headers.append(header)
+            position += header.size
+        info = self.log.append(buffer, None)
+        now = self.clock()
+        for header in headers:
+            if header.partition_leader_epoch > self.epoch_cache.latest_epoch:
+                self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+            if header.has_producer_id:
+                self.producer_state.replay(header, now)
+        return info
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop our divergent tail from ``offset`` on (found with OffsetForLeaderEpoch);
+        producer state is rebuilt from what remains."""
+        if offset >= self.log_end_offset:
+            return
+        log.info("%s: truncating from %d to %d (leader %d, epoch %d)", self,
+                 self.log_end_offset, offset, self.leader_id, self.leader_epoch)
+        self.log.truncate_to(offset)
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        self.high_watermark = max(min(self.high_watermark, self.log_end_offset),
+                                  self.log_start_offset)
+        self.producer_state = ProducerStateManager(f"{self.topic}-{self.index}")
+        self._load_producer_state()
+        self._check_invariants()
+
+    def reset_to(self, offset: int) -> None:
+        """The leader's log starts past our end (retention): start again, empty, at
+        ``offset`` (Kafka's ``truncateFullyAndStartAt``)."""
+        log.info("%s: log end %d is before the leader's log start %d; starting over there",
+                 self, self.log_end_offset, offset)
+        self.log.reset_to(offset)
+        self.epoch_cache.clear()
+        self.high_watermark = offset
+        self.producer_state = ProducerStateManager(f"{self.topic}-{self.index}")
+        self._check_invariants()
 
     # -- waiting fetches (the fetch purgatory) --------------------------------------------
 
@@ -216,7 +522,7 @@ class Partition:
             if not waiter.done():
                 waiter.set_result(None)
 
-    # -- producer state persistence ---------------------------------------------------------
+    # -- persistence -----------------------------------------------------------------------
 
     def _load_producer_state(self) -> None:
         """Newest snapshot at or below the log end, then the batches written after it."""
@@ -231,6 +537,18 @@ class Partition:
             if header.has_producer_id and header.base_offset >= start:
                 self.producer_state.replay(header, now)
 
+    def _load_epoch_cache(self) -> None:
+        """Logs written before the checkpoint existed (or with an unreadable one) rebuild it
+        from the epochs stamped in their batch headers."""
+        cache = self.epoch_cache
+        if cache.entries or self.log_end_offset == self.log_start_offset:
+            if not cache.entries and self.is_leader:
+                cache.assign(self.leader_epoch, self.log_end_offset)
+            return
+        for header in self.log.batch_headers(self.log_start_offset):
+            if header.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(header.partition_leader_epoch, header.base_offset)
+
     def take_producer_snapshot(self) -> None:
         if not self.producer_state.changed:
             return
@@ -239,14 +557,41 @@ class Partition:
         producer_snapshots.delete_older_than(self.log.directory, self.log.log_end_offset)
         self.producer_state.changed = False
 
+    def checkpoint_high_watermark(self) -> None:
+        """Replicated partitions keep their HW across restarts (Kafka's
+        replication-offset-checkpoint, one small file per partition here)."""
+        if self.replicas != (self.replica_id,):
+            _write_high_watermark(self.log, self.high_watermark)
+
     def close(self) -> None:
         """Clean shutdown: flush to disk first, as Kafka does, and snapshot producer state."""
         self._wake_fetchers()
+        self._complete_acks_waiters(lost_leadership=True)
         self.log.flush()
         self.take_producer_snapshot()
+        self.checkpoint_high_watermark()
         self.log.close()
 
     def delete(self) -> None:
         """Topic deletion: wake waiting fetches (they will see the topic gone), remove files."""
         self._wake_fetchers()
+        self._complete_acks_waiters(lost_leadership=True)
         self.log.delete()
+
+
+HIGH_WATERMARK_FILE = "high-watermark"
+
+
+def _read_high_watermark(partition_log: Log) -> int:
+    try:
+        value = int((partition_log.directory / HIGH_WATERMARK_FILE).read_text())
+    except (OSError, ValueError):
+        value = 0
+    return max(min(value, partition_log.log_end_offset), partition_log.log_start_offset)
+
+
+def _write_high_watermark(partition_log: Log, high_watermark: int) -> None:
+    path = partition_log.directory / HIGH_WATERMARK_FILE
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(str(high_watermark))
+    os.replace(temporary, path)

@@ -29,7 +29,9 @@ from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatReque
                                      ListOffsetsResponse, OffsetCommitRequest,
                                      OffsetCommitResponse, OffsetDeleteRequest,
                                      OffsetDeleteResponse, OffsetFetchRequest,
-                                     OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse)
+                                     OffsetFetchResponse, OffsetForLeaderEpochRequest,
+                                     OffsetForLeaderEpochResponse, SyncGroupRequest,
+                                     SyncGroupResponse)
 from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse,
                                      FindCoordinatorRequest, FindCoordinatorResponse,
                                      MetadataRequest, MetadataResponse)
@@ -83,6 +85,8 @@ __all__ = [
     "OffsetDeleteResponse",
     "OffsetFetchRequest",
     "OffsetFetchResponse",
+    "OffsetForLeaderEpochRequest",
+    "OffsetForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
     "SyncGroupRequest",
@@ -116,6 +120,7 @@ _PAIRS = (
     (OffsetDeleteRequest, OffsetDeleteResponse),
     (InitProducerIdRequest, InitProducerIdResponse),
     (DescribeProducersRequest, DescribeProducersResponse),
+    (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
 )
 REQUESTS = {request.API_KEY: request for request, _ in _PAIRS}
 RESPONSES = {response.API_KEY: response for _, response in _PAIRS}

@@ -128,33 +128,52 @@ class Log:
 
     # -- append ----------------------------------------------------------------------------
 
-    def append(self, buffer: bytearray, leader_epoch: int) -> AppendInfo:
+    def append(self, buffer: bytearray, leader_epoch: int | None) -> AppendInfo:
         """Append whole, already validated v2 batches, giving them offsets from
         ``log_end_offset``: ``base_offset`` and ``partition_leader_epoch`` are patched in
         ``buffer`` (outside the CRC), then it is written with one ``os.write``. Rolls first
-        when the active segment is full or old. Work is per batch, never per record."""
+        when the active segment is full or old. Work is per batch, never per record.
+
+        ``leader_epoch=None`` is a follower's append (replication): the batches keep the
+        offsets and epochs the leader gave them. Their offsets must increase from
+        ``log_end_offset`` (a gap is fine: the leader's compaction leaves them), else
+        OFFSET_OUT_OF_RANGE, since appending them would break the log's order."""
         self._check_open()
         headers = list(iter_headers(buffer))
         if not headers or headers[-1][0] + headers[-1][1].size != len(buffer):
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE,
                              f"{len(buffer)} bytes are not whole record batches")
-        records = sum(header.last_offset_delta + 1 for _, header in headers)
+        if leader_epoch is None:
+            self._check_follower_offsets(headers)
+            last_offset = headers[-1][1].last_offset
+        else:
+            last_offset = self.log_end_offset + sum(h.last_offset_delta + 1
+                                                    for _, h in headers) - 1
         now_ms = self._clock()
         active = self._segments[-1]
         if active.size and (
                 active.size + len(buffer) > self.config.segment_bytes
                 or self._roll_due(active, now_ms)
-                or active.next_offset + records - 1 - active.base_offset > _MAX_RELATIVE_OFFSET):
+                or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET):
             try:
                 active = self._roll(now_ms)
             except OSError as error:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                                  f"cannot roll {self.directory}: {error}") from error
-        base_offset = active.next_offset
+        base_offset = active.next_offset if leader_epoch is not None else headers[0][1].base_offset
         position = active.append(buffer, headers, leader_epoch, now_ms)
         first = headers[0][1]
         append_time_ms = first.max_timestamp if first.attributes & TIMESTAMP_TYPE_FLAG else -1
         return AppendInfo(base_offset, active.next_offset - 1, append_time_ms, position)
+
+    def _check_follower_offsets(self, headers: list[tuple[int, BatchHeader]]) -> None:
+        expected = self.log_end_offset
+        for _, header in headers:
+            if header.base_offset < expected:
+                raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                                 f"{self.directory}: replicated batch at offset "
+                                 f"{header.base_offset} is below the expected {expected}")
+            expected = header.next_offset
 
     def roll_if_due(self) -> bool:
         """Roll a non-empty active segment older than ``segment_ms`` (for a periodic task:
@@ -365,6 +384,20 @@ class Log:
             self._directory_dirty = True
         logger.info("%s: truncated to offset %d; log_end_offset is now %d",
                     self.directory, offset, self.log_end_offset)
+
+    def reset_to(self, offset: int) -> None:
+        """Empty the log and start it again at ``offset`` (Kafka's ``truncateFullyAndStartAt``:
+        a follower whose log ends before its leader's log start)."""
+        self._check_open()
+        now_ms = self._clock()
+        with self._lock:
+            for segment in reversed(self._segments):
+                segment.delete()
+            self._segments = [Segment.create(self.directory, offset, self.config, now_ms)]
+            self._segments[-1].activate()
+            self._unflushed = []
+            self._directory_dirty = True
+        logger.info("%s: emptied; starts again at offset %d", self.directory, offset)
 
     # -- closing ---------------------------------------------------------------------------
 

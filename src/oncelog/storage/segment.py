@@ -194,22 +194,24 @@ class Segment:
     # -- appending -------------------------------------------------------------------------
 
     def append(self, buffer: bytearray, headers: Sequence[tuple[int, BatchHeader]],
-               leader_epoch: int, now_ms: int) -> int:
+               leader_epoch: int | None, now_ms: int) -> int:
         """Assign offsets from ``next_offset``, write ``buffer`` with one ``os.write`` and index
         it. ``headers`` are ``buffer``'s batches as ``iter_headers`` gave them. Returns the
-        file position of the first batch."""
+        file position of the first batch. ``leader_epoch=None`` is replication's append: the
+        batches keep the offsets and epochs the leader gave them (``headers`` carry them)."""
         position = self.size
-        offset = self.next_offset
-        for at, header in headers:
-            set_base_offset(buffer, at, offset)
-            set_partition_leader_epoch(buffer, at, leader_epoch)
-            offset += header.last_offset_delta + 1
+        if leader_epoch is not None:
+            offset = self.next_offset
+            shifted = []
+            for at, header in headers:
+                set_base_offset(buffer, at, offset)
+                set_partition_leader_epoch(buffer, at, leader_epoch)
+                shifted.append((at, header._replace(base_offset=offset)))
+                offset += header.last_offset_delta + 1
+            headers = shifted
         self._write(buffer)
-        offset = self.next_offset
         for at, header in headers:
-            offset += header.last_offset_delta
-            self._track(position + at, offset, header.max_timestamp)
-            offset += 1
+            self._track(position + at, header.last_offset, header.max_timestamp)
         self.size = position + len(buffer)
         self.last_modified_ms = now_ms
         return position

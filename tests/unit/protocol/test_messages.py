@@ -224,6 +224,22 @@ def _describe_producers(v):
     return request, check
 
 
+def _offset_for_leader_epoch(v):
+    R = messages.OffsetForLeaderEpochRequest
+    request = R(replica_id=2, topics=[R.OffsetForLeaderTopic(topic="orders", partitions=[
+        R.OffsetForLeaderTopic.OffsetForLeaderPartition(partition=1, current_leader_epoch=4,
+                                                        leader_epoch=3)])])
+
+    def check(d):
+        if v >= 3:
+            assert d.replica_id == 2
+        (topic,) = d.topics
+        (partition,) = topic.partitions
+        assert (topic.topic, partition.partition, partition.current_leader_epoch,
+                partition.leader_epoch) == ("orders", 1, 4, 3)
+    return request, check
+
+
 def _find_coordinator(v):
     request = messages.FindCoordinatorRequest(key="orders-app", key_type=0,
                                               coordinator_keys=["orders-app", "billing"])
@@ -390,6 +406,7 @@ SAMPLES = {
 # Idempotent producer
 SAMPLES |= {
     ApiKey.INIT_PRODUCER_ID: _init_producer_id, ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
 }
 # Broker core
 SAMPLES |= {

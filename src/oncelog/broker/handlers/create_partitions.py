@@ -29,12 +29,10 @@ async def handle(ctx: RequestContext, request) -> CreatePartitionsResponse:
             if counts[topic.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"topic {topic.name!r} appears more than once in the request")
-            for assignment in topic.assignments or []:
-                if list(assignment.broker_ids) != [ctx.broker.node_id]:
-                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"new partitions may only be placed on broker "
-                                     f"{ctx.broker.node_id}")
-            ctx.partitions.create_partitions(topic.name, topic.count, request.validate_only)
+            assignment = [list(a.broker_ids) for a in topic.assignments or []] or None
+            ctx.partitions.create_partitions(topic.name, topic.count, request.validate_only,
+                                             live_brokers=list(ctx.broker.live_brokers),
+                                             assignment=assignment)
             results.append(Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None))
         except KafkaError as error:
             results.append(Result(name=topic.name, error_code=error.code,

@@ -52,32 +52,40 @@ def _create(ctx: RequestContext, topic, validate_only: bool):
             raise KafkaError(ErrorCode.INVALID_REQUEST,
                              "give either a replica assignment or partition and replication "
                              "counts, not both")
-        for assignment in topic.assignments:
-            if list(assignment.broker_ids) != [ctx.broker.node_id]:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"partition {assignment.partition_index} assigned to brokers "
-                                 f"{list(assignment.broker_ids)}; only broker "
-                                 f"{ctx.broker.node_id} exists")
-        num_partitions, replication_factor = len(topic.assignments), 1
+        indexes = sorted(a.partition_index for a in topic.assignments)
+        if indexes != list(range(len(indexes))):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"assigned partitions {indexes} must be 0..{len(indexes) - 1}")
+        assignment = [list(a.broker_ids) for a in
+                      sorted(topic.assignments, key=lambda a: a.partition_index)]
+        replication_factor = len(assignment[0])
+    else:
+        assignment = None
     configs = {c.name: c.value for c in topic.configs}
     if any(value is None for value in configs.values()):
         raise KafkaError(ErrorCode.INVALID_CONFIG, "a topic config has a null value")
     manager = ctx.partitions
     created = manager.create_topic(topic.name, num_partitions, replication_factor, configs,
-                                   validate_only=validate_only)
+                                   validate_only=validate_only, assignment=assignment,
+                                   live_brokers=list(ctx.broker.live_brokers))
+    if replication_factor == -1:
+        replication_factor = ctx.broker.config["default.replication.factor"]
     if created is None:  # validate_only
-        count = num_partitions if num_partitions != -1 else ctx.broker.config["num.partitions"]
-        return _ok(ctx, topic.name, ZERO_UUID, count, configs)
-    return _ok(ctx, topic.name, uuid.UUID(created.record.topic_id), len(created.partitions),
-               configs)
+        count = (len(assignment) if assignment else num_partitions if num_partitions != -1
+                 else ctx.broker.config["num.partitions"])
+        return _ok(ctx, topic.name, ZERO_UUID, count, configs, replication_factor)
+    return _ok(ctx, topic.name, uuid.UUID(created.record.topic_id), created.partition_count,
+               configs, replication_factor)
 
 
-def _ok(ctx: RequestContext, name: str, topic_id, partitions: int, overrides: dict):
+def _ok(ctx: RequestContext, name: str, topic_id, partitions: int, overrides: dict,
+        replication_factor: int):
     configs = [ConfigResult(name=e.name, value=e.value, read_only=False,
                             config_source=e.source, is_sensitive=False)
                for e in describe_topic_configs(ctx.broker.config, overrides)]
     return Result(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
-                  num_partitions=partitions, replication_factor=1, configs=configs)
+                  num_partitions=partitions, replication_factor=replication_factor,
+                  configs=configs)
 
 
 def _error(name: str, code: ErrorCode, message: str | None):

@@ -20,10 +20,10 @@ async def handle(ctx: RequestContext, request) -> DescribeClusterResponse:
     broker = ctx.broker
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=1,
-        cluster_id=broker.cluster_id, controller_id=broker.node_id,
+        cluster_id=broker.cluster_id, controller_id=broker.controller_id,
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=broker.node_id, host=broker.advertised_host,
-            port=broker.advertised_port, rack=None, is_fenced=False)],
+            broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
+            for b in sorted(broker.live_brokers.values(), key=lambda b: b.node_id)],
         authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 

@@ -1,4 +1,4 @@
-"""Fetch (API key 1), versions 4-12, for consumers.
+"""Fetch (API key 1), versions 4-12, for consumers and follower replicas.
 
 Behaviour:
 - Reads whole batches from each requested partition's fetch offset, bounded by the
@@ -16,6 +16,10 @@ Behaviour:
   client to send full fetch requests.
 - ``current_leader_epoch`` (v9+) is checked: newer than ours is UNKNOWN_LEADER_EPOCH, older
   is FENCED_LEADER_EPOCH.
+- Only the leader serves fetches (NOT_LEADER_OR_FOLLOWER elsewhere; no KIP-392 follower
+  reads). A request with ``replica_id >= 0`` comes from a follower broker: it reads up to
+  the log end, not the HW, and its fetch offset is that follower's log end offset, which may
+  advance the HW and bring it back into the ISR (``Partition.read_for_follower``).
 """
 
 from __future__ import annotations
@@ -68,7 +72,8 @@ def _read_all(ctx: RequestContext, request, isolation: IsolationLevel, max_bytes
         entries = []
         for fetch_partition in fetch_topic.partitions:
             entry, partition = _read_partition(ctx, fetch_topic.topic, fetch_partition,
-                                               isolation, max_bytes - total, total == 0)
+                                               isolation, max_bytes - total, total == 0,
+                                               request.replica_id)
             entries.append(entry)
             if partition is not None:
                 partitions.append(partition)
@@ -79,7 +84,7 @@ def _read_all(ctx: RequestContext, request, isolation: IsolationLevel, max_bytes
 
 
 def _read_partition(ctx: RequestContext, topic: str, request_partition, isolation: IsolationLevel,
-                    budget: int, first: bool):
+                    budget: int, first: bool, replica_id: int):
     index = request_partition.partition
     partition = None
     try:
@@ -87,7 +92,10 @@ def _read_partition(ctx: RequestContext, topic: str, request_partition, isolatio
         partition.check_leader_epoch(request_partition.current_leader_epoch)
         limit = min(request_partition.partition_max_bytes, max(budget, 0))
         records = b""
-        if limit > 0 or first:
+        if replica_id >= 0:
+            records = partition.read_for_follower(replica_id, request_partition.fetch_offset,
+                                                  limit if limit > 0 else 0)
+        elif limit > 0 or first:
             records = partition.read(request_partition.fetch_offset, limit, isolation,
                                      min_one_batch=first)
     except KafkaError as error:

@@ -9,7 +9,7 @@ Behaviour, per partition:
 - a timestamp >= 0: the first record whose timestamp is >= it, at record precision (batches
   are decoded for this, never on the produce or fetch path); offset -1 if there is none.
 Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION; a stale ``current_leader_epoch`` gets
-FENCED_LEADER_EPOCH.
+FENCED_LEADER_EPOCH; a broker that does not lead the partition NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def _lookup(ctx: RequestContext, topic: str, request_partition, isolation) -> Pa
     try:
         partition = ctx.partitions.get_partition(topic, index)
         partition.check_leader_epoch(request_partition.current_leader_epoch)
+        partition.check_leader()
         timestamp = request_partition.timestamp
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             offset, found_timestamp = partition.log_start_offset, -1

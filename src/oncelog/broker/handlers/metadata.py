@@ -1,7 +1,9 @@
 """Metadata (API key 3), versions 0-12.
 
-Behaviour: this broker (as advertised, which may differ from where it listens) is the only
-broker, the controller and every partition's leader, replica and sole ISR member.
+Behaviour: every live broker (as advertised, which may differ from where it listens), the
+controller, and per partition the leader, leader epoch, replicas, ISR and offline replicas
+(replicas whose broker is not live), as this broker's view of the metadata store has them; a
+partition without a leader answers LEADER_NOT_AVAILABLE, so clients retry.
 A null topic list (v1+), or an empty one at v0, means every topic. A requested topic that
 does not exist is created when both the request allows it (v4+; always before) and
 ``auto.create.topics.enable`` is true; otherwise UNKNOWN_TOPIC_OR_PARTITION. Invalid names
@@ -63,11 +65,15 @@ def _requested_topic(ctx: RequestContext, name: str | None, allow_create: bool) 
 
 
 def _topic_entry(ctx: RequestContext, topic: Topic) -> TopicEntry:
-    node = ctx.broker.node_id
-    partitions = [PartitionEntry(error_code=ErrorCode.NONE, partition_index=p.index,
-                                 leader_id=node, leader_epoch=p.leader_epoch,
-                                 replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
-                  for p in topic.partitions]
+    live = ctx.broker.live_brokers
+    partitions = []
+    for index, state in enumerate(topic.states):
+        replicas = list(topic.record.replicas(index))
+        code = ErrorCode.NONE if state.has_leader else ErrorCode.LEADER_NOT_AVAILABLE
+        partitions.append(PartitionEntry(
+            error_code=code, partition_index=index, leader_id=state.leader,
+            leader_epoch=state.leader_epoch, replica_nodes=replicas, isr_nodes=list(state.isr),
+            offline_replicas=[r for r in replicas if r not in live]))
     return TopicEntry(error_code=ErrorCode.NONE, name=topic.name,
                       topic_id=uuid.UUID(topic.record.topic_id), is_internal=topic.is_internal,
                       partitions=partitions, authorized_operations=NO_AUTHORIZED_OPERATIONS)
@@ -83,9 +89,9 @@ def _response(ctx: RequestContext, topics: list, code: ErrorCode = ErrorCode.NON
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[MetadataResponse.MetadataResponseBroker(
-            node_id=broker.node_id, host=broker.advertised_host, port=broker.advertised_port,
-            rack=None)],
-        cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=topics,
+            node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            for b in sorted(broker.live_brokers.values(), key=lambda b: b.node_id)],
+        cluster_id=broker.cluster_id, controller_id=broker.controller_id, topics=topics,
         authorized_operations=NO_AUTHORIZED_OPERATIONS, error_code=code)
 
 

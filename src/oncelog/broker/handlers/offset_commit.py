@@ -58,7 +58,7 @@ async def handle(ctx: RequestContext, request) -> OffsetCommitResponse:
 
 def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
     found = ctx.partitions.topics.get(topic)
-    return found is not None and 0 <= partition < len(found.partitions)
+    return found is not None and 0 <= partition < found.partition_count
 
 
 def _response(request, code_of) -> OffsetCommitResponse:

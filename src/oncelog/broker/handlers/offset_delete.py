@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, request) -> OffsetDeleteResponse:
     for topic in request.topics:
         found = ctx.partitions.topics.get(topic.name)
         for p in topic.partitions:
-            if found is None or not 0 <= p.partition_index < len(found.partitions):
+            if found is None or not 0 <= p.partition_index < found.partition_count:
                 results[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append((topic.name, p.partition_index))

@@ -2,16 +2,20 @@
 
 Behaviour: per partition, validate the one record batch (CRC, lengths, counts, size) and
 append it as sent, patching only its base offset and leader epoch; one bad partition does
-not fail the others. acks=0 is answered with nothing (the connection closes on failure);
-acks=1 once appended; acks=all (-1) once the ISR has it, which on a single broker is at
-append, or after an fsync when ``log.flush.policy=ack`` (group commit). acks=all with fewer
-in-sync replicas than ``min.insync.replicas`` is refused with NOT_ENOUGH_REPLICAS before
-anything is written. Other acks values get INVALID_REQUIRED_ACKS.
+not fail the others. Only the leader appends (NOT_LEADER_OR_FOLLOWER elsewhere).
+acks=0 is answered with nothing (the connection closes on failure); acks=1 once appended;
+acks=all (-1) once the high watermark passes the batch, i.e. every in-sync replica has it
+(Kafka's delayed produce; at once on a single broker), and, with
+``log.flush.policy=ack``, after an fsync (group commit). acks=all with fewer in-sync
+replicas than ``min.insync.replicas`` is refused with NOT_ENOUGH_REPLICAS before anything is
+written, and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below it while
+waiting; a wait longer than the request's ``timeout_ms`` is REQUEST_TIMED_OUT (the records
+may still be committed later, as in Kafka). Other acks values get INVALID_REQUIRED_ACKS.
 
 Ordering invariant: every append happens before this coroutine's first ``await`` (see
 ``broker.server``), so pipelined requests append in the order they arrived.
 Version notes: v8 adds per-partition error messages; v10 the current-leader tagged field,
-which we leave at its default (omitted) since this broker is always the leader.
+which we leave at its default (omitted); clients refresh metadata on NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -42,33 +46,57 @@ async def handle(ctx: RequestContext, request) -> ProduceResponse:
     if request.acks not in (0, 1, -1):
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS,
                               f"acks={request.acks}; expected 0, 1 or -1")
-    appended: list[tuple[PartitionResult, Partition]] = []
+    appended: list[tuple[PartitionResult, Partition, int | None]] = []
     topics = []
     for topic_data in request.topic_data:
         results = []
         for data in topic_data.partition_data:
-            result, partition = _append(ctx, topic_data.name, data, request.acks)
+            result, partition, required_offset = _append(ctx, topic_data.name, data,
+                                                         request.acks)
             results.append(result)
             if partition is not None:
-                appended.append((result, partition))
+                appended.append((result, partition, required_offset))
         topics.append(TopicResult(name=topic_data.name, partition_responses=results))
     # All appends are done; only now may this coroutine wait.
-    if request.acks == -1 and appended and ctx.broker.config["log.flush.policy"] == "ack":
-        await _wait_for_flush(ctx, appended)
+    if request.acks == -1 and appended:
+        waits = [_wait_for_acks(result, partition, required_offset, request.timeout_ms)
+                 for result, partition, required_offset in appended
+                 if required_offset is not None]
+        if waits:
+            await asyncio.gather(*waits)
+        if ctx.broker.config["log.flush.policy"] == "ack":
+            await _wait_for_flush(ctx, [(r, p) for r, p, _ in appended
+                                        if r.error_code == ErrorCode.NONE])
     return ProduceResponse(responses=topics, throttle_time_ms=0)
 
 
 def _append(ctx: RequestContext, topic: str, data, acks: int):
     try:
         partition = ctx.partitions.get_partition(topic, data.index)
-        if acks == -1 and len(partition.isr) < partition.settings.min_insync_replicas:
-            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                             f"{partition}: {len(partition.isr)} in-sync replicas, "
-                             f"min.insync.replicas={partition.settings.min_insync_replicas}")
-        info = partition.append_records(data.records)
+        info = partition.append_records(data.records, required_acks=acks)
     except KafkaError as error:
-        return _result(data.index, error.code, message=error.message), None
-    return _result(data.index, ErrorCode.NONE, info.base_offset, partition.log_start_offset), partition
+        return _result(data.index, error.code, message=error.message), None, None
+    result = _result(data.index, ErrorCode.NONE, info.base_offset, partition.log_start_offset)
+    # acks=all waits until the HW passes the last offset (a retried batch's too)
+    required_offset = info.last_offset + 1 if partition.high_watermark <= info.last_offset else None
+    return result, partition, required_offset
+
+
+async def _wait_for_acks(result: PartitionResult, partition: Partition, required_offset: int,
+                         timeout_ms: int) -> None:
+    waiter = partition.wait_for_acks(required_offset)
+    try:
+        code = await asyncio.wait_for(waiter, max(timeout_ms, 0) / 1000)
+    except asyncio.TimeoutError:
+        code, message = ErrorCode.REQUEST_TIMED_OUT, (
+            f"{partition}: not replicated to the ISR {list(partition.isr)} within "
+            f"{timeout_ms} ms")
+    else:
+        message = None if code == ErrorCode.NONE else (
+            f"{partition}: {code.name} (ISR {list(partition.isr)}, leader "
+            f"{partition.leader_id}, epoch {partition.leader_epoch})")
+    if code != ErrorCode.NONE:
+        result.error_code, result.error_message, result.base_offset = code, message, -1
 
 
 async def _wait_for_flush(ctx: RequestContext, appended) -> None:

@@ -43,7 +43,7 @@ class OffsetsTopic:
     @property
     def partition_count(self) -> int:
         topic = self.partitions.topics.get(OFFSETS_TOPIC)
-        return len(topic.partitions) if topic is not None else 0
+        return topic.partition_count if topic is not None else 0
 
     def partition(self, index: int) -> Partition:
         return self.partitions.get_partition(OFFSETS_TOPIC, index)
