@@ -9,7 +9,8 @@ A batch on the wire and on disk is::
     records ...
 
 ``batch_length`` counts the bytes after itself, so a batch occupies ``batch_length + 12`` bytes.
-Bodies stay opaque ``bytes``: the broker validates the header and the CRC, patches
+Bodies stay opaque ``bytes``: the broker validates the header and the CRC (and that an
+uncompressed body can hold the records its header counts), patches
 ``base_offset`` and ``partition_leader_epoch`` (neither is covered by the CRC) and never
 decompresses on the append path. Per-record work happens only in ``protocol.records``, for
 the rare requests that need it (timestamp lookups).
@@ -30,6 +31,9 @@ LOG_OVERHEAD = 12  # base_offset + batch_length: bytes not counted by batch_leng
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
 CRC_START = 21  # attributes: the first byte covered by the CRC
 MAGIC = 2
+# length, attributes, timestamp delta, offset delta, key length, value length, header count:
+# seven varints of at least one byte each.
+MIN_RECORD_SIZE = 7
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
@@ -137,6 +141,12 @@ def validate_batch(buffer: bytes | memoryview, position: int, end: int) -> Batch
         raise KafkaError(ErrorCode.INVALID_RECORD,
                          f"batch claims {header.records_count} records with last offset delta "
                          f"{header.last_offset_delta}")
+    if (header.compression == 0
+            and header.records_count > (header.size - HEADER_SIZE) // MIN_RECORD_SIZE):
+        raise KafkaError(ErrorCode.INVALID_RECORD,
+                         f"batch claims {header.records_count} records in "
+                         f"{header.size - HEADER_SIZE} uncompressed bytes (a record takes at "
+                         f"least {MIN_RECORD_SIZE})")
     if header.compression > 4:
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                          f"compression type {header.compression} is unknown")

@@ -7,10 +7,29 @@ body we cannot decode can still be answered or rejected with its correlation id.
 
 Encoding omits tagged fields that hold their default value (kafka-python does, like Kafka);
 librdkafka before 2.1.2 misparses responses that carry them.
+
+Decoding is bounded (issue 14). Request bodies are decoded by functions generated with
+kafka-python's own code generator, through ``_BoundedDecoderContext``, which adds to the
+generated code, before anything is allocated:
+
+- every array count, string and bytes length is checked against the bytes left in the
+  frame (a count of 2,000,000,000 in a 30-byte frame is refused at once, not looped over);
+- varints are at most 10 bytes (an endless run of continuation bytes would otherwise build
+  an ever larger integer, quadratic in the frame's size);
+- one request may hold at most ``MAX_ELEMENTS`` array entries in total (oncelog's own
+  bound: a 100 MB frame of one-byte entries would otherwise become ~50 million Python
+  objects, gigabytes; the largest real requests - Metadata or Fetch over 100,000
+  partitions - stay well under it);
+- tagged fields are read from a view of the frame, not from a copy of the rest of it
+  (kafka-python copies the remainder for each struct that carries tags: quadratic).
+
+So decoding one request takes time and memory in proportion to its frame, with a constant
+factor that no input can raise.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -37,6 +56,7 @@ from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse,
                                      MetadataRequest, MetadataResponse)
 from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse,
                                      ProduceRequest, ProduceResponse)
+from kafka.protocol.schemas.fields.codegen import CodegenContext
 
 from .api_keys import ApiKey
 from .errors import ErrorCode, KafkaError
@@ -174,6 +194,103 @@ def decode_request_header(frame: bytes | memoryview) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, position)
 
 
+MAX_ELEMENTS = 1_000_000  # array entries in one request, all arrays together
+
+
+class _ViewReader:
+    """The file-like reader kafka-python's tagged-field decoder wants, over a view of the
+    frame: it replaces ``BytesIO(bytes(data[pos:]))``, a copy of the rest of the frame."""
+
+    __slots__ = ("data", "start", "position")
+
+    def __init__(self, data: memoryview, position: int) -> None:
+        self.data, self.start, self.position = data, position, position
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self.data) if size < 0 else min(len(self.data), self.position + size)
+        chunk = bytes(self.data[self.position:end])
+        self.position = max(self.position, end)
+        return chunk
+
+    def tell(self) -> int:
+        return self.position - self.start
+
+
+def _refuse(what: str, value: int, left: int) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_REQUEST,
+                      f"{what} {value} with {left} bytes left in the frame")
+
+
+class _BoundedDecoderContext(CodegenContext):
+    """kafka-python's code generator with the checks of this module's docstring added.
+
+    It recognises the lines the generator emits for a count, a length and a varint byte
+    (kafka-python is pinned exactly; ``test_bounded_decoders`` fails if the shapes change).
+    """
+
+    _ARRAY = re.compile(r"if (_n\d+) == -1:$")
+    _LENGTH = re.compile(r"if (_ln\d+) < 0:$")
+    _VARINT_SHIFT = re.compile(r"(\s*)(_sh\d+) \+= 7$")
+    _TAGGED_COPY = re.compile(r"(_bio\d+) = _BytesIO\(bytes\(data\[pos:\]\)\)$")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.globs.update(_ViewReader=_ViewReader, _refuse=_refuse)
+        self.checks = 0
+
+    def emit(self, indent, line):
+        if match := self._ARRAY.match(line):
+            count = match.group(1)
+            super().emit(indent, f"if {count} > len(data) - pos or {count} < -1: "
+                                 f"raise _refuse('array of', {count}, len(data) - pos)")
+            super().emit(indent, f"_budget[0] -= {count}")
+            super().emit(indent, f"if _budget[0] < 0: raise _refuse('more than "
+                                 f"{MAX_ELEMENTS} array entries: another', {count}, "
+                                 f"len(data) - pos)")
+            self.checks += 1
+        elif match := self._LENGTH.match(line):
+            length = match.group(1)
+            super().emit(indent, f"if {length} > len(data) - pos: "
+                                 f"raise _refuse('length', {length}, len(data) - pos)")
+            self.checks += 1
+        elif match := self._VARINT_SHIFT.match(line):
+            super().emit(indent, line)
+            super().emit(indent, f"{match.group(1)}if {match.group(2)} > 63: "
+                                 f"raise _refuse('varint longer than', 10, len(data) - pos)")
+            self.checks += 1
+            return
+        elif match := self._TAGGED_COPY.match(line):
+            line = f"{match.group(1)} = _ViewReader(data, pos)"
+            self.checks += 1
+        super().emit(indent, line)
+
+
+_DECODERS: dict[tuple[int, int], object] = {}
+
+
+def bounded_decoder(cls, version: int):
+    """``f(body, pos, budget) -> (request, end)`` for one request class and version."""
+    key = (cls.API_KEY, version)
+    decoder = _DECODERS.get(key)
+    if decoder is None:
+        struct_field = cls._struct
+        flexible = cls.flexible_version_q(version)
+        ctx = _BoundedDecoderContext()
+        ctx.lines.append("def _decode(data, pos, _budget):")
+        saved = struct_field._data_class
+        struct_field._data_class = cls[None]  # as compiled_decode_from(data_class=...) does
+        try:
+            struct_field.emit_decode_from(ctx, "obj", "    ", version=version,
+                                          compact=flexible, tagged=flexible)
+        finally:
+            struct_field._data_class = saved
+        ctx.emit("    ", "return obj, pos")
+        exec(compile(ctx.source(), f"<bounded_decode:{cls.name}_v{version}>", "exec"),
+             ctx.globs)
+        decoder = _DECODERS[key] = ctx.globs["_decode"]
+    return decoder
+
+
 def decode_request(header: RequestHeader, frame: bytes | memoryview):
     """Decode the body; raise KafkaError(INVALID_REQUEST) for anything that does not parse."""
     cls = REQUESTS[header.api_key]
@@ -182,12 +299,10 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview):
                          f"{cls.name} v{header.api_version} is beyond the schema's v{cls.max_version}")
     body = memoryview(frame)[header.body_offset:]
     try:
-        # cls.decode, keeping the end position it drops: a string or bytes field cut short by
-        # the end of the frame decodes as a shorter value, and only the position tells.
-        flexible = cls.flexible_version_q(header.api_version)
-        decode = cls._struct.compiled_decode_from(header.api_version, compact=flexible,
-                                                  tagged=flexible, data_class=cls[None])
-        request, end = decode(body, 0)
+        # Keeps the end position cls.decode drops: a string or bytes field cut short by the
+        # end of the frame would decode as a shorter value, and only the position tells.
+        decode = bounded_decoder(cls, header.api_version)
+        request, end = decode(body, 0, [MAX_ELEMENTS])
     except KafkaError:
         raise
     except Exception as error:  # the codec raises assorted errors on garbage

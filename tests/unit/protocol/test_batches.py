@@ -226,7 +226,7 @@ def test_unknown_compression_is_unsupported(codec):
 
 @pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
 def test_known_compressions_validate(codec):
-    batch = sample(attributes=codec)
+    batch = sample(attributes=codec, body=BODY * 5)  # uncompressed, 3 records need 21 bytes
     assert validate_batch(batch, 0, len(batch)).compression == codec
 
 
