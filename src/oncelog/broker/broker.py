@@ -5,6 +5,14 @@ creates ``__consumer_offsets`` if missing and rebuilds the group coordinator fro
 and runs the group-commit flusher, the group coordinator's timer (session, join and sync
 deadlines) and the periodic log maintenance (time-based segment rolls, retention, compaction)
 in one ``asyncio.TaskGroup`` until ``request_stop()``.
+
+With ``zookeeper.connect`` set the broker is a member of a cluster: its metadata store is
+ZooKeeper, it registers itself (refusing to start when a live broker has its ``node.id``),
+hosts only the replicas assigned to it, and runs ``controller.membership`` (metadata sync,
+follower fetchers, ISR changes, the leadership lease, the controller role) beside the tasks
+above. ``__consumer_offsets`` is then created on the first FindCoordinator, with
+``offsets.topic.replication.factor`` replicas (at most the live brokers), as Kafka does. A
+stop (SIGTERM, SIGINT) is a controlled shutdown first when ``controlled.shutdown.enable``.
 """
 
 from __future__ import annotations
@@ -17,11 +25,11 @@ import time
 from typing import Callable
 
 from ..controller.metadata_store import LocalMetadataStore
-from ..controller.store import BrokerRegistration
+from ..controller.store import BrokerRegistration, NodeIdInUse, StoreUnavailable
 from ..controller.producer_ids import ProducerIdManager
 from ..coordinator.group import GroupConfig, GroupCoordinator
 from ..coordinator.group.offsets_topic import OffsetsTopic
-from ..partition import Flusher, PartitionManager
+from ..partition import Flusher, LeadershipLease, PartitionManager
 from .config import BrokerConfig, ConfigError, parse_listener
 from .server import Connection
 
@@ -44,8 +52,21 @@ class Broker:
             raise ConfigError("advertised.listeners must name a host clients can reach, not "
                               f"{self.advertised_host}; set advertised.listeners=HOST:PORT")
         self.data_dir = config.data_dir
-        self.store = LocalMetadataStore(self.data_dir, self.node_id)
-        self.partitions = PartitionManager(config, self.store, clock, self.node_id)
+        self.cluster_mode = bool(config["zookeeper.connect"])
+        if self.cluster_mode:
+            from ..controller.zookeeper_store import ZooKeeperMetadataStore
+            self.store = ZooKeeperMetadataStore(
+                config["zookeeper.connect"],
+                session_timeout_ms=config["zookeeper.session.timeout.ms"],
+                connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
+                node_id=self.node_id)
+            self.lease = LeadershipLease(self._lease_duration_s())
+        else:
+            self.store = LocalMetadataStore(self.data_dir, self.node_id)
+            self.lease = None
+        self.partitions = PartitionManager(config, self.store, clock, self.node_id,
+                                           lease=self.lease)
+        self.partitions.live_broker_ids = lambda: sorted(self.live_brokers) or [self.node_id]
         self.flusher = Flusher()
         self.producer_ids = ProducerIdManager(self.store)
         self.offsets_topic = OffsetsTopic(self.partitions, clock)
@@ -56,8 +77,14 @@ class Broker:
         # this broker's view of the cluster: live brokers and the controller
         self.live_brokers: dict[int, BrokerRegistration] = {}
         self.controller_id = -1
+        self.membership = None  # controller.membership.ClusterMembership in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
+
+    def _lease_duration_s(self) -> float:
+        # A safety margin below the session timeout: ZooKeeper cannot expire our session,
+        # and so nobody can replace us, sooner than a session after we last heard from it.
+        return 0.8 * self.config["zookeeper.session.timeout.ms"] / 1000
 
     def request_stop(self) -> None:
         if self._stop is not None:
@@ -76,10 +103,13 @@ class Broker:
         self._lock_data_dir()
         for name in self.config.ignored:
             log.warning("config %r is not used by oncelog; ignoring it", name)
-        self.cluster_id = self.store.cluster_id(self.config["cluster.id"])
-        self.partitions.load()
-        self.offsets_topic.create_if_missing(self.config)
-        self.group_coordinator.load()
+        if self.cluster_mode:
+            await self._join_cluster()
+        else:
+            self.cluster_id = self.store.cluster_id(self.config["cluster.id"])
+            self.partitions.load()
+            self.offsets_topic.create_if_missing(self.config)
+            self.group_coordinator.load()
         loop = asyncio.get_running_loop()
         try:
             server = await loop.create_server(lambda: Connection(self), self.listen_host,
@@ -92,7 +122,17 @@ class Broker:
             self.listen_port = server.sockets[0].getsockname()[1]
             if self.advertised_port == 0:
                 self.advertised_port = self.listen_port
-        self._register()
+        if self.cluster_mode:
+            try:
+                snapshot = await asyncio.to_thread(self._register_in_cluster)
+            except (ConfigError, StoreUnavailable) as error:
+                server.close()
+                self.partitions.close()
+                await asyncio.to_thread(self.store.close)
+                raise ConfigError(str(error)) from None
+            self.membership.apply_snapshot(snapshot)
+        else:
+            self._register()
         log.info("broker %d listening on %s:%d (advertised as %s:%d), data in %s, cluster %s",
                  self.node_id, self.listen_host, self.listen_port, self.advertised_host,
                  self.advertised_port, self.data_dir, self.cluster_id)
@@ -103,8 +143,12 @@ class Broker:
                 background = [tasks.create_task(self.flusher.run()),
                               tasks.create_task(self._maintain_logs()),
                               tasks.create_task(self.group_coordinator.timer.run())]
+                if self.membership is not None:
+                    background.append(tasks.create_task(self.membership.run()))
                 await self._stop.wait()
                 log.info("stopping broker %d", self.node_id)
+                if self.membership is not None and self.config["controlled.shutdown.enable"]:
+                    await self.membership.controlled_shutdown()
                 for task in background:
                     task.cancel()
         finally:
@@ -113,8 +157,33 @@ class Broker:
                 connection.transport.close()
             await server.wait_closed()
             self.partitions.close()
+            if self.cluster_mode:
+                await asyncio.to_thread(self.store.close)
             os.close(self._lock_fd)
             log.info("broker %d stopped cleanly", self.node_id)
+
+    async def _join_cluster(self) -> None:
+        """Connect to ZooKeeper (retrying, one line per attempt) and read the cluster."""
+        from ..controller.membership import ClusterMembership
+        try:
+            await asyncio.to_thread(self.store.connect)
+            self.cluster_id = await asyncio.to_thread(self.store.cluster_id,
+                                                      self.config["cluster.id"])
+        except StoreUnavailable as error:
+            raise ConfigError(str(error)) from None
+        self.membership = ClusterMembership(self, self.store)
+
+    def _register_in_cluster(self):
+        """Register (after listening, so the advertised port is known) and read the
+        cluster's state, in a thread; the caller applies it on the event loop."""
+        try:
+            self.membership.register()
+        except NodeIdInUse:
+            other = self.store.live_brokers().get(self.node_id)
+            where = f" at {other.host}:{other.port}" if other else ""
+            raise ConfigError(f"node.id {self.node_id} is already registered by a live "
+                              f"broker{where}; give each broker its own node.id") from None
+        return self.membership.read_snapshot()
 
     def _register(self) -> None:
         registration = self.store.register_broker(BrokerRegistration(

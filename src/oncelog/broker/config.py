@@ -151,6 +151,9 @@ BROKER_CONFIGS = {d.name: d for d in (
               "Longest metadata string an offset commit may carry.", minimum=0),
     ConfigDef("offsets.topic.num.partitions", _int, "50",
               "Partitions of __consumer_offsets when it is created.", minimum=1),
+    ConfigDef("offsets.commit.timeout.ms", _int, "5000",
+              "How long an offset commit waits for the ISR of its __consumer_offsets "
+              "partition before failing with REQUEST_TIMED_OUT.", minimum=1),
     ConfigDef("offsets.topic.segment.bytes", _int, str(100 * 1024 * 1024),
               "Segment size of __consumer_offsets (compaction cleans sealed segments).",
               minimum=1024),
@@ -159,6 +162,31 @@ BROKER_CONFIGS = {d.name: d for d in (
     ConfigDef("log.cleaner.delete.retention.ms", _int, str(DAY_MS),
               "How long compaction keeps a tombstone (a null value) after its segment is "
               "sealed.", "delete.retention.ms", minimum=0),
+    # Replication and the cluster (issue 11); without zookeeper.connect the broker is alone
+    ConfigDef("zookeeper.connect", _str, "",
+              "HOST:PORT[,HOST:PORT...][/chroot] of the ZooKeeper ensemble that forms the "
+              "cluster; empty: a single broker with its metadata in the data directory."),
+    ConfigDef("zookeeper.session.timeout.ms", _int, "18000",
+              "How long ZooKeeper waits before declaring a silent broker dead (and how long "
+              "this broker may lead without hearing from ZooKeeper).", minimum=1000),
+    ConfigDef("zookeeper.connection.timeout.ms", _int, "18000",
+              "How long to keep trying to reach ZooKeeper at start-up.", minimum=1),
+    ConfigDef("replica.lag.time.max.ms", _int, "30000",
+              "A follower that has not caught up for this long leaves the ISR.", minimum=1),
+    ConfigDef("replica.fetch.max.bytes", _int, str(1024 * 1024),
+              "Bytes a follower asks for per partition per fetch.", minimum=1024),
+    ConfigDef("replica.fetch.response.max.bytes", _int, str(10 * 1024 * 1024),
+              "Bytes a follower asks for per fetch response.", minimum=1024),
+    ConfigDef("replica.fetch.wait.max.ms", _int, "500",
+              "How long a follower's fetch waits at the leader for new data.", minimum=0),
+    ConfigDef("replica.fetch.backoff.ms", _int, "1000",
+              "How long a follower waits after a failed fetch before trying again.",
+              minimum=0),
+    ConfigDef("offsets.topic.replication.factor", _int, "3",
+              "Replicas of __consumer_offsets (at most the live brokers when it is created).",
+              minimum=1),
+    ConfigDef("controlled.shutdown.enable", _bool, "true",
+              "On SIGTERM, move leadership to other in-sync replicas before exiting."),
 )}
 
 # Topic configs that have no broker-level counterpart.

@@ -3,7 +3,8 @@ them (``PartitionManager``), and the group-commit ``Flusher``."""
 
 from .flusher import Flusher
 from .manager import PartitionManager, Topic
-from .partition import AppendOrigin, IsolationLevel, Partition, TopicSettings
+from .partition import (AppendOrigin, IsolationLevel, LeadershipLease, Partition,
+                        TopicSettings)
 
-__all__ = ["AppendOrigin", "Flusher", "IsolationLevel", "Partition", "PartitionManager",
+__all__ = ["AppendOrigin", "Flusher", "IsolationLevel", "LeadershipLease", "Partition", "PartitionManager",
            "Topic", "TopicSettings"]

@@ -26,7 +26,7 @@ from ..controller.store import (MetadataStore, PartitionState, TopicExists, Topi
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import Log
 from ..storage.cleaner import LogCleaner
-from .partition import Partition, TopicSettings
+from .partition import LeadershipLease, Partition, TopicSettings
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +98,18 @@ def assign_replicas(partitions: int, replication_factor: int, brokers: list[int]
 
 class PartitionManager:
     def __init__(self, config: BrokerConfig, store: MetadataStore,
-                 clock: Callable[[], int], node_id: int = 1) -> None:
+                 clock: Callable[[], int], node_id: int = 1,
+                 lease: LeadershipLease | None = None) -> None:
         self.config = config
         self.store = store
         self.clock = clock
         self.node_id = node_id
+        self.lease = lease
+        # cluster mode: called with (partition, proposed state) when a leader proposes an ISR
+        # change while serving a follower's fetch
+        self.isr_listener: Callable[[Partition, PartitionState], None] | None = None
+        # the brokers new replicas may be placed on (the broker sets it: live brokers)
+        self.live_broker_ids: Callable[[], list[int]] = lambda: [self.node_id]
         self.topics: dict[str, Topic] = {}
         self.cleaner = LogCleaner()
 
@@ -148,8 +155,10 @@ class PartitionManager:
                         replicas: tuple[int, ...]) -> Partition:
         directory = self.config.data_dir / f"{topic}-{index}"
         partition_log = Log.open(directory, settings.log_config, self.clock)
-        return Partition(topic, index, partition_log, settings, self.clock,
-                         replica_id=self.node_id, replicas=replicas)
+        partition = Partition(topic, index, partition_log, settings, self.clock,
+                              replica_id=self.node_id, replicas=replicas, lease=self.lease)
+        partition.isr_listener = self.isr_listener
+        return partition
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -186,7 +195,7 @@ class PartitionManager:
         check_topic_name(name)
         if name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        brokers = sorted(live_brokers or [self.node_id])
+        brokers = sorted(live_brokers or self.live_broker_ids())
         if assignment:
             num_partitions = len(assignment)
             self._check_assignment(name, assignment, brokers)
@@ -281,7 +290,7 @@ class PartitionManager:
                              f"topic {name!r} has {current} partitions; the new count {count} "
                              "must be larger")
         self._check_partition_limit(name, count)
-        brokers = sorted(live_brokers or [self.node_id])
+        brokers = sorted(live_brokers or self.live_broker_ids())
         replication_factor = len(topic.record.replicas(0)) or 1
         if assignment:
             if len(assignment) != count - current:
@@ -307,6 +316,37 @@ class PartitionManager:
         self._grow(topic, topic.states + [self.store.partition_state(name, current + i) or s
                                           for i, s in enumerate(new_states)])
         log.info("topic %s grew from %d to %d partitions", name, current, count)
+
+    def sync(self, topics: dict[str, TopicRecord],
+             states: dict[str, list[PartitionState]]) -> list[Partition]:
+        """Make this broker's view match a snapshot of the store: open replicas of new topics
+        and partitions, drop deleted topics, apply every newer partition state. Returns the
+        local replicas whose leader or epoch changed."""
+        changed: list[Partition] = []
+        for name in [n for n in self.topics if n not in topics]:
+            self.forget_topic(name)
+        for name, record in topics.items():
+            topic_states = [s or PartitionState(-1, -1, (), version=-1)
+                            for s in states.get(name, [])]
+            topic = self.topics.get(name)
+            if topic is not None and topic.record.topic_id != record.topic_id:
+                self.forget_topic(name)  # deleted and created again meanwhile
+                topic = None
+            if topic is None:
+                if len(topic_states) < record.partitions:
+                    continue  # caught half-way through its creation; the next sync has it
+                self._add_topic(record, topic_states)
+                changed.extend(self.topics[name].partitions)
+                continue
+            if record.partitions > topic.partition_count and len(topic_states) >= record.partitions:
+                topic.record = record
+                before = set(topic.local)
+                self._grow(topic, topic_states)
+                changed.extend(topic.local[i] for i in set(topic.local) - before)
+            for index, state in enumerate(topic_states[:topic.partition_count]):
+                if self.apply_partition_state(name, index, state):
+                    changed.append(topic.local[index])
+        return changed
 
     def apply_partition_state(self, topic_name: str, index: int, state: PartitionState) -> bool:
         """Take a state read from the store (a newer version than ours): update the cache,

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
@@ -102,10 +103,46 @@ class TopicSettings:
         )
 
 
+class LeadershipLease:
+    """How long this broker may act as a leader without word from the metadata store.
+
+    In cluster mode the broker renews it each time the store confirms our session; it runs
+    out ``duration_s`` after the last confirmation was *asked for*. ZooKeeper cannot have
+    expired our session (and so let the controller elect someone else) before then, so a
+    broker that was paused or cut off past it — SIGSTOP, a long GC-like stall, a network
+    partition — refuses to produce or serve as leader the moment it runs again, before it
+    has even heard that it was replaced: no split brain. A single broker's lease never ends.
+    """
+
+    def __init__(self, duration_s: float, monotonic: Callable[[], float] = time.monotonic,
+                 granted: bool = False) -> None:
+        self.duration_s = duration_s
+        self._monotonic = monotonic
+        self._until = monotonic() + duration_s if granted else 0.0
+
+    def valid(self) -> bool:
+        return self._monotonic() < self._until
+
+    def renew(self, asked_at: float) -> None:
+        self._until = max(self._until, asked_at + self.duration_s)
+
+    def revoke(self) -> None:
+        self._until = 0.0
+
+
+class _AlwaysValid:
+    def valid(self) -> bool:
+        return True
+
+
+ALWAYS_VALID = _AlwaysValid()
+
+
 class Partition:
     def __init__(self, topic: str, index: int, log: Log, settings: TopicSettings,
                  clock: Callable[[], int], replica_id: int = 1,
-                 replicas: tuple[int, ...] | None = None) -> None:
+                 replicas: tuple[int, ...] | None = None,
+                 lease: "LeadershipLease | None" = None) -> None:
         self.topic = topic
         self.index = index
         self.log = log
@@ -121,6 +158,10 @@ class Partition:
         self.partition_state_version = -1
         self.isr_state: IsrState = CommittedIsr((replica_id,) if single else ())
         self.followers: dict[int, FollowerState] = {}
+        # Cluster mode: may we act as leader now (see LeadershipLease)? And who carries out
+        # the ISR changes we propose while serving a follower's fetch.
+        self.lease = lease or ALWAYS_VALID
+        self.isr_listener: Callable[[Partition, PartitionState], None] | None = None
         self.epoch_cache = LeaderEpochCache(log.directory)
         # A single replica's log holds only acknowledged (or attempted) appends, so after a
         # restart its HW starts at the LEO. A replicated one starts from its checkpoint:
@@ -167,6 +208,10 @@ class Partition:
                                                                    self.replicas)
 
     def check_leader(self) -> None:
+        if self.is_leader and not self.lease.valid():
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"{self}: broker {self.replica_id} has not heard from the metadata "
+                             "store within its session timeout; another broker may lead now")
         if not self.is_leader:
             leader = "no leader" if self.leader_id == NO_LEADER else f"leader {self.leader_id}"
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -342,7 +387,9 @@ class Partition:
     def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
         follower = self.followers.setdefault(replica_id, FollowerState(replica_id))
         follower.record_fetch(fetch_offset, self.log_end_offset, self.clock())
-        self.maybe_expand_isr(replica_id)
+        proposed = self.maybe_expand_isr(replica_id)
+        if proposed is not None and self.isr_listener is not None:
+            self.isr_listener(self, proposed)
         self._maybe_advance_high_watermark()
 
     def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:

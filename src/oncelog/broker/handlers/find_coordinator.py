@@ -1,8 +1,11 @@
 """FindCoordinator (API key 10), versions 0-4.
 
-Behaviour: a group key (key type 0) is answered with this broker when it coordinates the
-group's partition of ``__consumer_offsets`` (a single broker coordinates them all once the
-topic is loaded), otherwise COORDINATOR_NOT_AVAILABLE, which clients retry. Transaction keys
+Behaviour: a group key (key type 0) is answered with the broker that leads the group's
+partition of ``__consumer_offsets`` (a single broker leads them all), as this broker's view
+of the cluster has it; COORDINATOR_NOT_AVAILABLE, which clients retry, while that partition
+has no leader, or the leader is this broker and has not loaded it yet. In cluster mode the
+first FindCoordinator creates ``__consumer_offsets`` (Kafka's way), with
+``offsets.topic.replication.factor`` replicas or the live brokers if fewer. Transaction keys
 (type 1) get INVALID_REQUEST until transactions exist, rather than a retriable code a
 transactional producer would retry until its timeout; other key types get INVALID_REQUEST.
 Version notes: v1 adds key_type and error_message; v3 is flexible; v4 (KIP-699) batches keys
@@ -12,8 +15,10 @@ served.
 
 from __future__ import annotations
 
+from ...coordinator.group.offsets_topic import OFFSETS_TOPIC
+from ...coordinator.group.records import partition_for
 from ...protocol.api_keys import ApiKey
-from ...protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import FindCoordinatorResponse
 from ..context import RequestContext
 
@@ -41,12 +46,29 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
                       "transaction coordinators do not exist yet: transactions are not supported")
     if key_type != GROUP_KEY:
         return _error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
-    if not ctx.broker.group_coordinator.is_coordinator_for(key):
+    broker = ctx.broker
+    if broker.cluster_mode:
+        try:
+            broker.offsets_topic.create_if_missing(broker.config, len(broker.live_brokers))
+        except KafkaError as error:
+            return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                          f"cannot create __consumer_offsets: {error.message}")
+    topic = broker.partitions.topics.get(OFFSETS_TOPIC)
+    coordinator = broker.group_coordinator
+    index = partition_for(key, topic.partition_count) if topic is not None else -1
+    leader = topic.states[index].leader if index >= 0 else -1
+    if leader == broker.node_id and coordinator.is_coordinator_for(key):
+        return _coordinator(key, broker.node_id, broker.advertised_host, broker.advertised_port)
+    registration = broker.live_brokers.get(leader)
+    if leader == broker.node_id or registration is None:
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                      "__consumer_offsets is not loaded on this broker")
-    return Coordinator(key=key, node_id=ctx.broker.node_id, host=ctx.broker.advertised_host,
-                       port=ctx.broker.advertised_port, error_code=ErrorCode.NONE,
-                       error_message=None)
+                      f"__consumer_offsets-{index} has no loaded leader yet")
+    return _coordinator(key, leader, registration.host, registration.port)
+
+
+def _coordinator(key: str, node_id: int, host: str, port: int) -> Coordinator:
+    return Coordinator(key=key, node_id=node_id, host=host, port=port,
+                       error_code=ErrorCode.NONE, error_message=None)
 
 
 def _error(key: str, code: ErrorCode, message: str | None) -> Coordinator:

@@ -46,13 +46,19 @@ async def handle(ctx: RequestContext, request) -> OffsetCommitResponse:
         request.group_id, request.member_id,
         request.group_instance_id if version >= 7 else None,
         request.generation_id_or_member_epoch, offsets))
-    if ctx.broker.config["log.flush.policy"] == "ack" and ErrorCode.NONE in results.values():
+    if ErrorCode.NONE in results.values():
+        index = coordinator.partition_for(request.group_id)
         try:
-            await ctx.broker.offsets_topic.wait_for_flush(
-                coordinator.partition_for(request.group_id), ctx.broker.flusher)
+            # Answer once every in-sync replica has the commit (acks=all, as Kafka's
+            # coordinator writes), so a coordinator failover cannot lose it.
+            code = await ctx.broker.offsets_topic.wait_for_replication(
+                index, ctx.broker.config["offsets.commit.timeout.ms"])
+            if code is ErrorCode.NONE and ctx.broker.config["log.flush.policy"] == "ack":
+                await ctx.broker.offsets_topic.wait_for_flush(index, ctx.broker.flusher)
         except KafkaError:
-            results = {k: (ErrorCode.NOT_COORDINATOR if code is ErrorCode.NONE else code)
-                       for k, code in results.items()}
+            code = ErrorCode.NOT_COORDINATOR
+        if code is not ErrorCode.NONE:
+            results = {k: (code if c is ErrorCode.NONE else c) for k, c in results.items()}
     return _response(request, lambda topic, partition: results[(topic, partition)])
 
 

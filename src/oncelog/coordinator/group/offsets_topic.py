@@ -13,14 +13,21 @@ watermark and decode their records. Control batches (transaction markers) are sk
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Callable, Iterator, Sequence
 
 from ...partition import AppendOrigin, Partition, PartitionManager
 from ...protocol.batches import iter_headers
+from ...protocol.errors import ErrorCode
 from ...protocol.records import decode_records, make_batch
 
 log = logging.getLogger(__name__)
+
+_COMMIT_ERRORS = {  # Kafka's GroupMetadataManager.storeOffsets translation
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.NOT_ENOUGH_REPLICAS,
+}
 
 OFFSETS_TOPIC = "__consumer_offsets"
 _READ_BYTES = 1 << 20
@@ -31,10 +38,14 @@ class OffsetsTopic:
         self.partitions = partitions
         self.clock = clock
 
-    def create_if_missing(self, config) -> None:
+    def create_if_missing(self, config, live_brokers: int = 1) -> None:
+        """Create the topic with ``offsets.topic.replication.factor`` replicas, or as many
+        as there are live brokers if fewer (a single broker: one)."""
         if OFFSETS_TOPIC in self.partitions.topics:
             return
-        self.partitions.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"], 1, {
+        replication_factor = max(1, min(config["offsets.topic.replication.factor"], live_brokers))
+        self.partitions.create_topic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"],
+                                     replication_factor, {
             "cleanup.policy": "compact",
             "segment.bytes": str(config["offsets.topic.segment.bytes"]),
             "compression.type": "producer",
@@ -55,7 +66,9 @@ class OffsetsTopic:
 
     def read(self, index: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         partition = self.partition(index)
-        offset, end = partition.log_start_offset, partition.high_watermark
+        # Up to the log end, as Kafka's loader does: a new leader's whole log is the truth
+        # from now on, and its HW may still lag what the previous coordinator acknowledged.
+        offset, end = partition.log_start_offset, partition.log_end_offset
         while offset < end:
             data = bytes(partition.log.read(offset, _READ_BYTES, max_offset=end))
             start = offset
@@ -69,6 +82,19 @@ class OffsetsTopic:
                 log.error("%s-%d: no whole batch at offset %d; stopped reading", OFFSETS_TOPIC,
                           index, start)
                 return
+
+    async def wait_for_replication(self, index: int, timeout_ms: int) -> ErrorCode:
+        """Wait until the partition's high watermark passes everything written so far (its
+        log end now). Errors are the coordinator's (Kafka's offset-commit translation):
+        NOT_COORDINATOR when leadership moved, REQUEST_TIMED_OUT when the ISR is slow,
+        NOT_ENOUGH_REPLICAS when too few replicas are in sync."""
+        partition = self.partition(index)
+        waiter = partition.wait_for_acks(partition.log_end_offset)
+        try:
+            code = await asyncio.wait_for(waiter, timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT
+        return _COMMIT_ERRORS.get(code, code)
 
     async def wait_for_flush(self, index: int, flusher) -> None:
         """With ``log.flush.policy=ack``, what a commit wrote survives a power loss once

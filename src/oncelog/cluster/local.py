@@ -1,0 +1,134 @@
+"""A whole cluster on one machine: a ZooKeeper and N brokers on loopback, each a real process
+with its own data directory (``oncelog cluster start``, the cluster tests, the verifier's
+``--brokers`` and the benchmarks).
+
+Broker ``n`` (1-based) gets ``node.id=n`` and ``<data-dir>/broker-n``; ZooKeeper keeps its
+data in ``<data-dir>/zookeeper`` unless an existing ensemble is given with
+``zookeeper_connect``. Every process is stopped by its pid in ``stop()`` (also as a context
+manager), gracefully first. ``kill``/``pause``/``resume``/``restart`` act on one broker, for
+fault injection.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from ..broker.process import BrokerProcess
+from .zookeeper_process import ZooKeeperProcess
+
+CHROOT = "/oncelog"
+
+
+class LocalCluster:
+    def __init__(self, data_dir: Path, brokers: int = 3, *, zookeeper_connect: str | None = None,
+                 settings: dict[str, str] | None = None, host: str = "127.0.0.1",
+                 ports: list[int] | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self.zookeeper: ZooKeeperProcess | None = None
+        self.zookeeper_connect = zookeeper_connect
+        self.settings = dict(settings or {})
+        self.brokers: dict[int, BrokerProcess] = {}
+        self._count = brokers
+        self._ports = list(ports or [])
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def broker(self, node_id: int) -> BrokerProcess:
+        return self.brokers[node_id]
+
+    def start(self, timeout_s: float = 60.0) -> "LocalCluster":
+        try:
+            if self.zookeeper_connect is None:
+                self.zookeeper = ZooKeeperProcess(self.data_dir / "zookeeper", host=self.host)
+                self.zookeeper.start()
+                self.zookeeper_connect = self.zookeeper.connect_string + CHROOT
+            for node_id in range(1, self._count + 1):
+                port = self._ports[node_id - 1] if node_id <= len(self._ports) else None
+                self.brokers[node_id] = self._broker_process(node_id, port)
+            for process in self.brokers.values():
+                process.data_dir.mkdir(parents=True, exist_ok=True)
+                process.start(timeout_s)
+            self.wait_for_brokers(set(self.brokers), timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _broker_process(self, node_id: int, port: int | None) -> BrokerProcess:
+        directory = self.data_dir / f"broker-{node_id}"
+        settings = {"node.id": str(node_id), "zookeeper.connect": self.zookeeper_connect,
+                    **self.settings}
+        return BrokerProcess(directory / "data", port=port, host=self.host, settings=settings,
+                             log_path=directory / "broker.log")
+
+    def wait_for_brokers(self, node_ids: set[int], timeout_s: float = 30.0) -> None:
+        """Until every broker's Metadata lists exactly ``node_ids`` as live."""
+        from confluent_kafka.admin import AdminClient
+        deadline = time.monotonic() + timeout_s
+        seen: set[int] = set()
+        while time.monotonic() < deadline:
+            for process in list(self.brokers.values()):
+                if process.process is None or process.process.poll() is not None:
+                    continue
+                try:
+                    admin = AdminClient({"bootstrap.servers": process.bootstrap})
+                    seen = set(admin.list_topics(timeout=2).brokers)
+                except Exception:
+                    seen = set()
+                if seen != node_ids:
+                    break
+            else:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"brokers {sorted(node_ids)} did not all see each other within "
+                           f"{timeout_s:g} s (last seen: {sorted(seen)})")
+
+    # -- faults ------------------------------------------------------------------------
+
+    def kill(self, node_id: int) -> None:
+        self.brokers[node_id].kill()
+
+    def stop_broker(self, node_id: int) -> int | None:
+        return self.brokers[node_id].stop()
+
+    def restart(self, node_id: int, timeout_s: float = 30.0) -> None:
+        process = self.brokers[node_id]
+        if process.process is not None and process.process.poll() is None:
+            process.stop()
+        process.start(timeout_s)
+
+    def pause(self, node_id: int) -> None:
+        os.kill(self.brokers[node_id].pid, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        os.kill(self.brokers[node_id].pid, signal.SIGCONT)
+
+    def is_running(self, node_id: int) -> bool:
+        process = self.brokers[node_id].process
+        return process is not None and process.poll() is None
+
+    # -- stopping ----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        for process in self.brokers.values():
+            if process.process is not None and process.process.poll() is None:
+                try:
+                    os.kill(process.pid, signal.SIGCONT)  # a paused broker cannot stop
+                except ProcessLookupError:
+                    pass
+        for process in self.brokers.values():
+            process.stop()
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,196 @@
+"""A follower's fetcher: copies every partition this broker follows from one leader broker
+(Kafka's ``ReplicaFetcherThread``, one per leader).
+
+Each round:
+
+1. **Truncate first.** A partition whose leader or leader epoch changed since we last
+   checked asks the leader, with OffsetForLeaderEpoch, where our latest epoch ended in the
+   leader's log, and truncates there (KIP-101/KIP-279). If the leader never had our latest
+   epoch it answers with the largest epoch it had below it; we cut to the smaller of the two
+   logs' ends for that epoch and ask again, until both agree. A leader that knows none of
+   our epochs (-1) makes us truncate to our high watermark.
+2. **Fetch** with ``replica_id`` = our node id from our log end offset, for every partition
+   at once, waiting up to ``replica.fetch.wait.max.ms`` at the leader for new data. Batches
+   are appended as they are (the leader's offsets and epochs); the leader's high watermark
+   comes back with them. Our fetch offset is how the leader learns what we have, which is
+   what moves its high watermark and keeps us in the ISR.
+
+Errors: a partition answered NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
+or UNKNOWN_TOPIC_OR_PARTITION waits ``replica.fetch.backoff.ms`` (the metadata store will
+tell us of the new state meanwhile); OFFSET_OUT_OF_RANGE with our log end before the
+leader's log start starts our log over at the leader's start (retention), otherwise it
+triggers a new truncation check. A lost connection backs off and reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable, Iterable
+
+from ..partition import Partition
+from ..protocol import messages
+from ..protocol.errors import ErrorCode, KafkaError
+from .client import BrokerClient
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 11
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+_RETRY_LATER = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+                ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE,
+                ErrorCode.KAFKA_STORAGE_ERROR}
+F = messages.FetchRequest
+O = messages.OffsetForLeaderEpochRequest
+
+
+class ReplicaFetcher:
+    def __init__(self, node_id: int, leader_id: int, host: str, port: int,
+                 partitions: Callable[[], Iterable[Partition]], config) -> None:
+        self.node_id = node_id
+        self.leader_id = leader_id
+        self.address = (host, port)
+        self._partitions = partitions  # every local replica (filtered here by leader)
+        self.wait_max_ms = config["replica.fetch.wait.max.ms"]
+        self.partition_max_bytes = config["replica.fetch.max.bytes"]
+        self.response_max_bytes = config["replica.fetch.response.max.bytes"]
+        self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
+        self.client = BrokerClient(host, port,
+                                   timeout_s=self.wait_max_ms / 1000 + 30)
+        self._checked_epoch: dict[str, int] = {}  # partition -> leader epoch we truncated for
+        self._retry_at: dict[str, float] = {}
+        self.wake = asyncio.Event()
+
+    def __repr__(self) -> str:
+        return f"ReplicaFetcher(broker {self.node_id} <- leader {self.leader_id})"
+
+    def followed(self) -> list[Partition]:
+        now = time.monotonic()
+        return [p for p in self._partitions()
+                if p.leader_id == self.leader_id and not p.is_leader
+                and self._retry_at.get(str(p), 0) <= now]
+
+    async def run(self) -> None:
+        connected = True
+        try:
+            while True:
+                partitions = self.followed()
+                if not partitions:
+                    self.wake.clear()
+                    try:
+                        await asyncio.wait_for(self.wake.wait(), self.backoff_s or 0.1)
+                    except asyncio.TimeoutError:
+                        pass
+                    continue
+                try:
+                    await self._truncate_where_needed(partitions)
+                    await self._fetch(partitions)
+                    if not connected:
+                        log.info("%s: connected again", self)
+                    connected = True
+                except ConnectionError as error:
+                    if connected:
+                        log.warning("%s: %s; retrying every %.1f s", self, error,
+                                    self.backoff_s)
+                    connected = False
+                    await asyncio.sleep(self.backoff_s)
+        finally:
+            self.client.close()
+
+    # -- truncation ------------------------------------------------------------------------
+
+    async def _truncate_where_needed(self, partitions: list[Partition]) -> None:
+        for partition in partitions:
+            if self._checked_epoch.get(str(partition)) == partition.leader_epoch:
+                continue
+            epoch = partition.leader_epoch
+            if await self._truncate(partition):
+                self._checked_epoch[str(partition)] = epoch
+
+    async def _truncate(self, partition: Partition) -> bool:
+        """Cut ``partition`` where its log diverges from the leader's; False to retry."""
+        for _ in range(16):
+            leader_epoch = partition.leader_epoch
+            ours = partition.epoch_cache.latest_epoch
+            if ours < 0:
+                partition.truncate_to(partition.high_watermark)
+                return True
+            request = O(replica_id=self.node_id, topics=[O.OffsetForLeaderTopic(
+                topic=partition.topic, partitions=[O.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                    partition=partition.index, current_leader_epoch=leader_epoch,
+                    leader_epoch=ours)])])
+            response = await self.client.request(request, OFFSET_FOR_LEADER_EPOCH_VERSION)
+            answer = response.topics[0].partitions[0]
+            if partition.leader_epoch != leader_epoch or partition.is_leader:
+                return False  # our state moved while we asked; start again
+            if answer.error_code != ErrorCode.NONE:
+                self._retry_later(partition, ErrorCode(answer.error_code))
+                return False
+            if answer.leader_epoch < 0:
+                partition.truncate_to(partition.high_watermark)
+                return True
+            if answer.leader_epoch == ours:
+                partition.truncate_to(min(answer.end_offset, partition.log_end_offset))
+                return True
+            _, our_end = partition.end_offset_for_epoch(answer.leader_epoch)
+            partition.truncate_to(min(answer.end_offset, our_end))
+        log.error("%s: %s did not settle where to truncate", self, partition)
+        return False
+
+    # -- fetching --------------------------------------------------------------------------
+
+    async def _fetch(self, partitions: list[Partition]) -> None:
+        ready = [p for p in partitions if self._checked_epoch.get(str(p)) == p.leader_epoch]
+        if not ready:
+            await asyncio.sleep(self.backoff_s or 0.05)
+            return
+        asked = {(p.topic, p.index): (p, p.leader_epoch, p.log_end_offset) for p in ready}
+        topics: dict[str, list] = {}
+        for partition in ready:
+            topics.setdefault(partition.topic, []).append(F.FetchTopic.FetchPartition(
+                partition=partition.index, current_leader_epoch=partition.leader_epoch,
+                fetch_offset=partition.log_end_offset, log_start_offset=partition.log_start_offset,
+                partition_max_bytes=self.partition_max_bytes))
+        request = F(replica_id=self.node_id, max_wait_ms=self.wait_max_ms, min_bytes=1,
+                    max_bytes=self.response_max_bytes, isolation_level=0, session_id=0,
+                    session_epoch=-1, topics=[F.FetchTopic(topic=t, partitions=ps)
+                                              for t, ps in topics.items()],
+                    forgotten_topics_data=[], rack_id="")
+        response = await self.client.request(request, FETCH_VERSION)
+        for topic in response.responses:
+            for entry in topic.partitions:
+                found = asked.get((topic.topic, entry.partition_index))
+                if found is not None:
+                    self._apply(*found, entry)
+
+    def _apply(self, partition: Partition, leader_epoch: int, fetch_offset: int, entry) -> None:
+        if (partition.leader_epoch != leader_epoch or partition.is_leader
+                or partition.log_end_offset != fetch_offset):
+            return  # the partition moved on while we waited: this answer is stale
+        code = ErrorCode(entry.error_code)
+        try:
+            if code == ErrorCode.NONE:
+                partition.append_as_follower(entry.records)
+                partition.update_follower_high_watermark(entry.high_watermark)
+            elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                self._out_of_range(partition, entry.log_start_offset)
+            else:
+                self._retry_later(partition, code)
+        except KafkaError as error:
+            log.error("%s: cannot append what leader %d sent: %s; checking where we diverge",
+                      partition, self.leader_id, error)
+            self._checked_epoch.pop(str(partition), None)
+            self._retry_later(partition, error.code)
+
+    def _out_of_range(self, partition: Partition, leader_log_start: int) -> None:
+        if 0 <= partition.log_end_offset < leader_log_start:
+            partition.reset_to(leader_log_start)
+        else:
+            self._checked_epoch.pop(str(partition), None)
+
+    def _retry_later(self, partition: Partition, code: ErrorCode) -> None:
+        log.debug("%s: %s from leader %d; retrying in %.1f s", partition, code.name,
+                  self.leader_id, self.backoff_s)
+        self._retry_at[str(partition)] = time.monotonic() + self.backoff_s
