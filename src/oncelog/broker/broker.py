@@ -59,7 +59,7 @@ class Broker:
                 config["zookeeper.connect"],
                 session_timeout_ms=config["zookeeper.session.timeout.ms"],
                 connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
-                node_id=self.node_id)
+                node_id=self.node_id, connect_attempt_timeout_s=2.0)
             self.lease = LeadershipLease(self._lease_duration_s())
         else:
             self.store = LocalMetadataStore(self.data_dir, self.node_id)

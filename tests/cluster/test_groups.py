@@ -1,0 +1,74 @@
+"""Consumer groups on a cluster: __consumer_offsets is replicated, and the group
+coordinator moves with the leadership of the group's partition."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from .helpers import create_topic, isr_of, producer, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def consume(consumer: Consumer, count: int, timeout_s: float = 30.0) -> list[bytes]:
+    values, deadline = [], time.monotonic() + timeout_s
+    while len(values) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and not message.error():
+            values.append(message.value())
+            consumer.commit(message, asynchronous=False)
+    return values
+
+
+def test_committed_offsets_survive_the_coordinators_death_and_the_group_keeps_consuming(
+        cluster_factory):
+    cluster = cluster_factory(3)
+    create_topic(cluster, "events", replication=3)
+    send = producer(cluster, acks="all")
+    for i in range(100):
+        send.produce("events", b"first-%d" % i)
+    assert send.flush(15) == 0
+    config = {"bootstrap.servers": cluster.bootstrap, "group.id": "billing",
+              "auto.offset.reset": "earliest", "enable.auto.commit": False,
+              "session.timeout.ms": 6000, "topic.metadata.refresh.interval.ms": 1000}
+    consumer = Consumer(config)
+    consumer.subscribe(["events"])
+    assert consume(consumer, 100) == [b"first-%d" % i for i in range(100)]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    coordinator = admin.describe_consumer_groups(["billing"])["billing"].result(10).coordinator.id
+    wait_until(lambda: len(isr_of(cluster, "__consumer_offsets",
+                                  partition=_offsets_partition(cluster, "billing"))) == 3,
+               what="__consumer_offsets fully replicated")
+    cluster.kill(coordinator)
+    for i in range(50):
+        send.produce("events", b"second-%d" % i)
+    assert send.flush(30) == 0
+    assert consume(consumer, 50, timeout_s=45) == [b"second-%d" % i for i in range(50)]
+    consumer.close()
+    survivors = AdminClient({"bootstrap.servers": ",".join(
+        cluster.broker(n).bootstrap for n in (1, 2, 3) if n != coordinator)})
+    new = survivors.describe_consumer_groups(["billing"])["billing"].result(15).coordinator.id
+    assert new != coordinator
+    committed = survivors.list_consumer_group_offsets(
+        [_request("billing", TopicPartition("events", 0))])["billing"].result(15)
+    assert committed.topic_partitions[0].offset == 150
+    again = Consumer(config)
+    again.subscribe(["events"])
+    message = again.poll(8)
+    assert message is None or message.error() is not None, \
+        "a restarted member of the group must start after the committed offsets"
+    again.close()
+
+
+def _offsets_partition(cluster, group: str) -> int:
+    from oncelog.coordinator.group.records import partition_for
+    return partition_for(group, 3)  # offsets.topic.num.partitions=3 in these tests
+
+
+def _request(group, *partitions):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    return ConsumerGroupTopicPartitions(group, list(partitions))
