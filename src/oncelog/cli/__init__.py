@@ -123,6 +123,7 @@ def _register_commands() -> None:
     from . import groups  # noqa: F401
     from . import pipeline  # noqa: F401
     from . import verify  # noqa: F401
+    from . import cluster  # noqa: F401
 
 
 _register_commands()

@@ -45,18 +45,28 @@ def topics_list(bootstrap) -> None:
 @click.argument("name")
 def topics_describe(bootstrap, name) -> None:
     """Show a topic's partitions, offsets and configs."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
     from confluent_kafka.admin import ConfigResource, ConfigSource
     topic = topic_metadata(bootstrap, name, "describe topic")
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "oncelog-cli",
                          "enable.auto.commit": False, "logger": quiet_logger()})
     try:
+        epochs = _leader_epochs(bootstrap, name)
         click.echo(f"topic {name}: {len(topic.partitions)} partitions")
-        click.echo("partition\tleader\treplicas\tisr\tstart offset\tend offset")
+        click.echo("partition\tleader\tepoch\treplicas\tisr\toffline\tstart offset\t"
+                   "end offset")
         for index in sorted(topic.partitions):
             info = topic.partitions[index]
-            low, high = consumer.get_watermark_offsets(TopicPartition(name, index), timeout=10)
-            click.echo(f"{index}\t{info.leader}\t{info.replicas}\t{info.isrs}\t{low}\t{high}")
+            epoch, offline = epochs.get(index, ("?", []))
+            low = high = "-"  # no leader to ask, or it does not answer
+            if info.leader >= 0:
+                try:
+                    low, high = consumer.get_watermark_offsets(TopicPartition(name, index),
+                                                               timeout=5)
+                except KafkaException:
+                    pass
+            click.echo(f"{index}\t{info.leader}\t{epoch}\t{info.replicas}\t{info.isrs}\t"
+                       f"{offline}\t{low}\t{high}")
     finally:
         consumer.close()
     resource = ConfigResource("topic", name)
@@ -68,6 +78,17 @@ def topics_describe(bootstrap, name) -> None:
         entry = configs[key]
         source = ConfigSource(entry.source).name.lower().replace("_", " ")
         click.echo(f"  {key}={entry.value}  ({source})")
+
+
+def _leader_epochs(bootstrap: str, name: str) -> dict[int, tuple[int, list[int]]]:
+    """Leader epoch and offline replicas per partition (confluent-kafka reports neither)."""
+    from ..client.metadata import fetch_metadata
+    try:
+        metadata = fetch_metadata(bootstrap, [name])
+    except ConnectionError:
+        return {}
+    return {p.partition_index: (p.leader_epoch, list(p.offline_replicas))
+            for t in metadata.topics if t.name == name for p in t.partitions}
 
 
 @topics.command("delete")

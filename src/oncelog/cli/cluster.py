@@ -1,0 +1,102 @@
+"""``oncelog cluster start|status``: a replicated cluster on one machine, and its health."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from . import main
+from .common import Failure, bootstrap_option
+
+
+@main.group()
+def cluster() -> None:
+    """Run a replicated cluster (ZooKeeper + brokers) and look at its health."""
+
+
+@cluster.command("start")
+@click.option("--brokers", "-n", type=click.IntRange(1, 9), default=3, show_default=True,
+              help="How many brokers.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("oncelog-cluster"), show_default=True,
+              help="ZooKeeper's and each broker's data (broker-N/ inside).")
+@click.option("--port", "first_port", type=int, default=9092, show_default=True,
+              help="Broker N listens on PORT+N-1 (0: free ports).")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="A broker config for every broker, e.g. --set min.insync.replicas=2.")
+def cluster_start(brokers, data_dir, first_port, settings) -> None:
+    """Start ZooKeeper and BROKERS brokers on loopback; stop them all on Ctrl-C."""
+    from ..cluster.local import LocalCluster
+    from ..cluster.zookeeper_process import ZooKeeperNotInstalled, ZooKeeperStartError
+    from .common import parse_pair
+    ports = [first_port + i for i in range(brokers)] if first_port else None
+    local = LocalCluster(data_dir, brokers, settings=dict(parse_pair(s) for s in settings),
+                         ports=ports)
+    click.echo(f"starting ZooKeeper and {brokers} brokers in {data_dir} ...")
+    try:
+        local.start()
+    except (ZooKeeperNotInstalled, ZooKeeperStartError) as error:
+        raise Failure(str(error)) from None
+    except (RuntimeError, TimeoutError) as error:
+        raise Failure(f"the cluster did not start: {str(error).splitlines()[0]}") from None
+    stop = []
+    signal.signal(signal.SIGINT, lambda *_: stop.append(True))
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    click.echo(f"zookeeper.connect={local.zookeeper_connect} (pid {local.zookeeper.pid}, "
+               f"log {local.zookeeper.log_path})")
+    for node_id, process in local.brokers.items():
+        click.echo(f"broker {node_id}: {process.bootstrap} (pid {process.pid}, log "
+                   f"{process.log_path})")
+    click.echo(f"bootstrap servers: {local.bootstrap}")
+    click.echo("Ctrl-C stops the cluster.")
+    reported: set[int] = set()
+    try:
+        while not stop:
+            for node_id in local.brokers:
+                running = local.is_running(node_id)
+                if not running and node_id not in reported:
+                    click.echo(f"oncelog: broker {node_id} exited; see "
+                               f"{local.broker(node_id).log_path}", err=True)
+                    reported.add(node_id)
+                elif running:
+                    reported.discard(node_id)
+            time.sleep(0.5)
+    finally:
+        click.echo("stopping the cluster ...")
+        local.stop()
+        click.echo("stopped")
+
+
+@cluster.command("status")
+@bootstrap_option
+def cluster_status(bootstrap) -> None:
+    """Brokers, the controller, and partitions that are under-replicated or offline."""
+    from ..client.metadata import fetch_metadata
+    try:
+        metadata = fetch_metadata(bootstrap)
+    except ConnectionError as error:
+        raise Failure(f"cannot reach a broker at {bootstrap}: {error}") from None
+    click.echo(f"cluster {metadata.cluster_id}, controller {metadata.controller_id}")
+    for broker in sorted(metadata.brokers, key=lambda b: b.node_id):
+        click.echo(f"broker {broker.node_id}\t{broker.host}:{broker.port}")
+    under, offline, total = [], [], 0
+    for topic in sorted(metadata.topics, key=lambda t: t.name):
+        for partition in sorted(topic.partitions, key=lambda p: p.partition_index):
+            total += 1
+            name = f"{topic.name}-{partition.partition_index}"
+            if partition.leader_id < 0:
+                offline.append((name, partition))
+            elif len(partition.isr_nodes) < len(partition.replica_nodes):
+                under.append((name, partition))
+    click.echo(f"{total} partitions, {len(under)} under-replicated, {len(offline)} offline")
+    for label, entries in (("under-replicated", under), ("offline", offline)):
+        for name, partition in entries:
+            click.echo(f"  {label}: {name} leader {partition.leader_id} epoch "
+                       f"{partition.leader_epoch} replicas {list(partition.replica_nodes)} "
+                       f"isr {list(partition.isr_nodes)}")
+    if offline:
+        sys.exit(2)

@@ -1,0 +1,41 @@
+"""The cluster's metadata as the broker reports it, with what confluent-kafka's metadata
+leaves out: each partition's leader epoch and offline replicas, and the controller.
+
+Used by ``oncelog cluster status`` and ``oncelog topics describe``; works against any
+Kafka-protocol broker (Metadata v9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..protocol import messages
+from ..replication.client import BrokerClient
+
+METADATA_VERSION = 9
+
+
+def fetch_metadata(bootstrap: str, topics: list[str] | None = None, timeout_s: float = 10.0):
+    """A ``MetadataResponse`` from the first of ``bootstrap``'s servers that answers; raises
+    ConnectionError when none does. Never creates topics."""
+    errors = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            return asyncio.run(_ask(host or "127.0.0.1", int(port), topics, timeout_s))
+        except (ConnectionError, ValueError) as error:
+            errors.append(str(error))
+    raise ConnectionError("; ".join(errors))
+
+
+async def _ask(host: str, port: int, topics: list[str] | None, timeout_s: float):
+    client = BrokerClient(host, port, timeout_s=timeout_s)
+    M = messages.MetadataRequest
+    request = M(topics=None if topics is None else [M.MetadataRequestTopic(name=t)
+                                                    for t in topics],
+                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                include_topic_authorized_operations=False)
+    try:
+        return await client.request(request, METADATA_VERSION)
+    finally:
+        client.close()
