@@ -32,7 +32,8 @@ class RunFailure(Failure):
               help="Which semantics to verify (a comma-separated list works too).")
 @click.option("--faults", "-f", default="kill-broker,kill-consumer,kill-driver,drop-acks",
               show_default=True, metavar="LIST",
-              help="Faults to inject: kill-broker, kill-consumer, kill-driver, drop-acks "
+              help="Faults to inject: kill-broker, kill-consumer, kill-driver, drop-acks, "
+                   "and with --brokers 2 or more kill-leader, pause-broker "
                    "(comma-separated), or none.")
 @click.option("--duration", "duration_s", type=float, default=45.0, show_default=True,
               metavar="S", help="Seconds of workload per semantics.")
@@ -41,6 +42,10 @@ class RunFailure(Failure):
                    "[default: a random one, printed].")
 @click.option("--bootstrap", "-b", default=None, metavar="HOST:PORT",
               help="Use this broker instead of starting one (kill-broker needs our own).")
+@click.option("--brokers", type=click.IntRange(1, 9), default=None, metavar="N",
+              help="Start a cluster of N brokers and a ZooKeeper (topics with replication "
+                   "factor min(3, N), min.insync.replicas=2) [default: 1 broker, no "
+                   "ZooKeeper].")
 @click.option("--sink", "sink_url", default=None, metavar="URL",
               help="Deliver into this database, a table per semantics "
                    "(oncelog_verify_<semantics>): sqlite:///path.db or "
@@ -61,8 +66,8 @@ class RunFailure(Failure):
               default="pipeline", show_default=True,
               help="What delivers the exactly-once run. at-least-once-consumer is a "
                    "deliberately broken configuration, to see the verifier catch it.")
-def verify(semantics, faults, duration_s, seed, bootstrap, sink_url, out_dir, rate, producers,
-           partitions, drain_timeout_s, exactly_once_stage) -> None:
+def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, out_dir, rate,
+           producers, partitions, drain_timeout_s, exactly_once_stage) -> None:
     """Run producers, a broker and a consumer or the PySpark pipeline under seeded faults,
     then report what was lost, duplicated or reordered per semantics."""
     from rich.console import Console
@@ -76,7 +81,7 @@ def verify(semantics, faults, duration_s, seed, bootstrap, sink_url, out_dir, ra
     try:
         scenario = Scenario.build(
             semantics=semantics, faults=faults, duration_s=duration_s, seed=seed,
-            out_dir=out_dir, bootstrap=bootstrap, sink=sink_url, rate=rate, producers=producers,
+            out_dir=out_dir, bootstrap=bootstrap, brokers=brokers, sink=sink_url, rate=rate, producers=producers,
             partitions=partitions, drain_timeout_s=drain_timeout_s,
             exactly_once_stage=exactly_once_stage)
         schedule = preflight(scenario)
@@ -85,8 +90,10 @@ def verify(semantics, faults, duration_s, seed, bootstrap, sink_url, out_dir, ra
 
     console = Console() if Console().is_terminal else Console(width=110)
     names = ", ".join(name.replace("_", "-") for name in scenario.semantics)
+    where = (f"; {scenario.brokers} brokers, replication factor "
+             f"{scenario.replication_factor}" if scenario.is_cluster else "")
     console.print(f"[bold]oncelog verify[/]: {names}; {scenario.duration_s:g} s each; "
-                  f"seed {seed}; output in {out_dir}")
+                  f"seed {seed}{where}; output in {out_dir}")
     for fault in schedule:
         console.print(f"  {fault.at_s:7.3f} s  {fault.name:<13} for "
                       f"{fault.params.get('duration_s', 0):g} s", highlight=False)

@@ -185,12 +185,13 @@ class ChildProcess:
 
 
 class Children:
-    """Every process a run started (and a broker, if it started one); ``stop_all`` stops
-    them all, last started first."""
+    """Every process a run started (and a broker or a whole ``LocalCluster``, if it started
+    one); ``stop_all`` stops them all, last started first."""
 
     def __init__(self) -> None:
         self._children: list[ChildProcess] = []
         self._brokers: list = []
+        self._clusters: list = []
 
     def add(self, child: ChildProcess) -> ChildProcess:
         self._children.append(child)
@@ -198,6 +199,10 @@ class Children:
 
     def add_broker(self, broker) -> None:
         self._brokers.append(broker)
+
+    def add_cluster(self, cluster) -> None:
+        """A ``LocalCluster``: its brokers, then its ZooKeeper, are stopped last."""
+        self._clusters.append(cluster)
 
     def stop_all(self, *, graceful: bool = True) -> int:
         """Stop every child (SIGTERM then SIGKILL, or SIGKILL at once); return how many
@@ -214,4 +219,10 @@ class Children:
             if broker.process is not None and broker.process.poll() is None:
                 running += 1
                 broker.stop(timeout=10.0) if graceful else broker.kill()
+        for cluster in reversed(self._clusters):
+            running += sum(1 for node in cluster.brokers if cluster.is_running(node))
+            if not graceful:  # kill -9 (SIGKILL ends a stopped process too); then ZooKeeper
+                for node in cluster.brokers:
+                    cluster.kill(node)
+            cluster.stop()  # resumes paused brokers, stops the rest by pid, then ZooKeeper
         return running

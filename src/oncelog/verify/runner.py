@@ -14,7 +14,15 @@ sentence. ``Runner.run()`` then, for each semantics, on a topic of its own:
 
 The semantics run one after another (on two cores, a Spark JVM next to two other
 workloads would turn CPU starvation into false alarms) against the same broker, each with
-the same fault schedule. Every process is started from this thread and tracked in
+the same fault schedule.
+
+**A cluster** (``--brokers N``, N >= 2): the run starts a ``LocalCluster`` - its own
+ZooKeeper and N broker processes - with ``CLUSTER_SETTINGS``; each run's topic gets
+replication factor min(3, N), ``min.insync.replicas=2`` and unclean election off, and the
+run waits until every partition has a leader and a full ISR before the delivery stage
+starts. The at-least-once and exactly-once producer presets already use ``acks=all``
+(``client.producer``), so they need no change to mean it on a cluster; at-most-once keeps
+``acks=0``. The workloads get the cluster's bootstrap list. Every process is started from this thread and tracked in
 ``Children``; whatever happens (an error, Ctrl-C, SIGTERM) ``run()``'s ``finally`` stops
 them all before it returns or raises.
 
@@ -24,7 +32,8 @@ Output folder (``--out``)::
     history/<semantics>/producer-N.jsonl  faults.jsonl  sink.jsonl
     <semantics>/sink.db (unless --sink names a database)  [<semantics>/checkpoint/]
     logs/broker.log  logs/<semantics>-*.log
-    broker/data/
+    broker/data/                 (one broker)
+    cluster/zookeeper/  cluster/broker-N/data/  cluster/broker-N/broker.log   (--brokers N)
 """
 
 from __future__ import annotations
@@ -44,7 +53,8 @@ from rich.console import Console
 
 from ..broker.process import BrokerProcess
 from .checker import CheckResult, check
-from .faults import DropAcks, KillBroker, KillDelivery, Nemesis
+from .faults import (ClusterTarget, DropAcks, KillBroker, KillClusterBroker, KillDelivery,
+                     KillLeader, Nemesis, PauseBroker)
 from .faults.nemesis import MAX_DELAY_S
 from .history import History, HistoryWriter
 from .processes import ChildProcess, Children
@@ -62,6 +72,20 @@ __all__ = ["RunFailed", "RunOutcome", "Runner", "preflight", "write_outputs"]
 
 PRODUCER_FLUSH_S = 30.0
 MAX_UNEXPECTED_RESTARTS = 5
+CLUSTER_READY_TIMEOUT_S = 60.0
+
+# A verify cluster's broker settings (on top of Scenario.broker_settings). The ZooKeeper
+# session is short (Kafka's default is 18 s) so a killed or paused broker is noticed within
+# a run of tens of seconds, and pause-broker's 2-9 s pauses sometimes outlast it; a follower
+# that stops fetching leaves the ISR after 3 s, so acks=all writes go on without it.
+SESSION_TIMEOUT_MS = 5000
+CLUSTER_SETTINGS = {
+    "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+    "replica.lag.time.max.ms": "3000",
+    "min.insync.replicas": "2",
+    "unclean.leader.election.enable": "false",
+    "offsets.topic.num.partitions": "3",   # fewer elections per kill on a 2-core machine
+}
 
 
 def prose(semantics: str) -> str:
@@ -75,6 +99,8 @@ def preflight(scenario: Scenario) -> FaultSchedule:
     schedule = scenario.schedule()
     if scenario.uses_pipeline:
         _check_spark()
+    if scenario.is_cluster:
+        _check_zookeeper()
     if scenario.bootstrap is not None:
         _check_reachable(scenario.bootstrap)
     _prepare_out(scenario)
@@ -90,6 +116,15 @@ def _check_spark() -> None:
     if shutil.which("java") is None and not (java_home and Path(java_home, "bin", "java").exists()):
         raise BadInput("exactly-once runs the PySpark pipeline, which needs Java 17 or later "
                        "on the PATH (or JAVA_HOME)")
+
+
+def _check_zookeeper() -> None:
+    from ..cluster.zookeeper_process import ZooKeeperNotInstalled, find_classpath, find_java
+    try:
+        find_java()
+        find_classpath()
+    except ZooKeeperNotInstalled as error:
+        raise BadInput(f"--brokers starts a ZooKeeper, but {error}") from None
 
 
 def _check_reachable(bootstrap: str, timeout_s: float = 3.0) -> None:
@@ -123,7 +158,7 @@ def _prepare_out(scenario: Scenario) -> None:
         probe.unlink()
         for name in ("result.json", "chart.png", "schedule.json"):
             (out / name).unlink(missing_ok=True)
-        for folder in ("history", "logs", "broker"):
+        for folder in ("history", "logs", "broker", "cluster"):
             if (out / folder).is_dir():
                 shutil.rmtree(out / folder)
     except OSError as error:
@@ -192,6 +227,7 @@ class Runner:
         self.run_tag = f"s{scenario.seed}-{secrets.token_hex(3)}"
         self.children = Children()
         self.broker: BrokerProcess | None = None
+        self.cluster = None  # a LocalCluster with --brokers 2 or more
         self._proxies: list[ProxyThread] = []
         self.view: ProgressView | None = None
 
@@ -231,6 +267,8 @@ class Runner:
     def _start_broker(self) -> str:
         if self.scenario.bootstrap is not None:
             return self.scenario.bootstrap
+        if self.scenario.is_cluster:
+            return self._start_cluster()
         self.broker = BrokerProcess(self.out / "broker" / "data",
                                     settings=self.scenario.broker_settings,
                                     log_path=self.out / "logs" / "broker.log")
@@ -243,6 +281,29 @@ class Runner:
         self.view.event(f"broker pid {self.broker.pid} on {self.broker.bootstrap}, "
                         f"log {self.broker.log_path}")
         return self.broker.bootstrap
+
+    def _start_cluster(self) -> str:
+        from ..cluster.local import LocalCluster
+        scenario = self.scenario
+        replication = str(scenario.replication_factor)
+        settings = {**scenario.broker_settings, **CLUSTER_SETTINGS,
+                    "default.replication.factor": replication,
+                    "offsets.topic.replication.factor": replication}
+        self.cluster = LocalCluster(self.out / "cluster", scenario.brokers, settings=settings)
+        self.children.add_cluster(self.cluster)  # before start: a half-started one is stopped
+        try:
+            self.cluster.start()
+        except (RuntimeError, TimeoutError) as error:  # ZooKeeper's errors are RuntimeErrors
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise RunFailed(f"the cluster did not start: {first} (logs in "
+                            f"{self.out / 'cluster'})") from None
+        zookeeper = self.cluster.zookeeper
+        self.view.event(f"ZooKeeper pid {zookeeper.pid} on {zookeeper.connect_string}, "
+                        f"session timeout {SESSION_TIMEOUT_MS} ms")
+        for node_id, broker in self.cluster.brokers.items():
+            self.view.event(f"broker {node_id} pid {broker.pid} on {broker.bootstrap}, "
+                            f"log {broker.log_path}")
+        return self.cluster.bootstrap
 
     def _run_semantics(self, semantics: str, bootstrap: str) -> tuple[CheckResult, dict]:
         return _SemanticsRun(self, semantics, bootstrap).execute()
@@ -271,13 +332,18 @@ class _SemanticsRun:
         self.counted_at = 0.0
         self.nemesis: Nemesis | None = None
         self.t0 = time.monotonic()
+        self.target: ClusterTarget | None = None
+        if runner.cluster is not None:
+            self.target = ClusterTarget(runner.cluster, self.topic, self.scenario.partitions,
+                                        seed=self.scenario.seed,
+                                        session_timeout_ms=SESSION_TIMEOUT_MS)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
 
     def execute(self) -> tuple[CheckResult, dict]:
         scenario, runner = self.scenario, self.runner
-        _create_topic(self.bootstrap, self.topic, scenario.partitions)
+        self._create_topic()
         self.history_dir.mkdir(parents=True, exist_ok=True)
         proxy = None
         if "drop-acks" in scenario.faults:
@@ -316,6 +382,23 @@ class _SemanticsRun:
         verdict = "kept" if result.contract_kept else "[bold red]BROKEN[/]"
         self.view.event(f"{self.name}: checked, contract {verdict}")
         return result, self.details
+
+    def _create_topic(self) -> None:
+        scenario = self.scenario
+        if self.target is None:
+            _create_topic(self.bootstrap, self.topic, scenario.partitions)
+            return
+        replication = scenario.replication_factor
+        config = {"min.insync.replicas": str(min(2, replication)),
+                  "unclean.leader.election.enable": "false"}
+        _create_topic(self.bootstrap, self.topic, scenario.partitions, replication, config)
+        self.details.update(brokers=scenario.brokers, replication_factor=replication, **config)
+        deadline = time.monotonic() + CLUSTER_READY_TIMEOUT_S
+        while not self.target.recovered():
+            if time.monotonic() > deadline:
+                raise RunFailed(f"topic {self.topic} had no leader with a full ISR on every "
+                                f"partition within {CLUSTER_READY_TIMEOUT_S:g} s")
+            time.sleep(0.2)
 
     def _start_stage(self) -> None:
         stage = self.stage
@@ -370,6 +453,10 @@ class _SemanticsRun:
         faults: dict[str, Any] = {}
         if self.runner.broker is not None:
             faults["kill-broker"] = KillBroker(self.runner.broker)
+        if self.target is not None:
+            faults["kill-broker"] = KillClusterBroker(self.target)
+            faults["kill-leader"] = KillLeader(self.target)
+            faults["pause-broker"] = PauseBroker(self.target)
         if proxy is not None:
             faults["drop-acks"] = DropAcks(proxy, note=(
                 "acks=0: the broker sends no acknowledgements to drop"
@@ -476,12 +563,14 @@ class _SemanticsRun:
                          faults_total=len(self.runner.schedule))
 
 
-def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def _create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1,
+                  config: dict[str, str] | None = None) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})
     try:
-        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+        admin.create_topics([NewTopic(topic, partitions, replication_factor,
+                                      config=config or {})])[topic].result(30)
     except KafkaException as error:
         raise RunFailed(f"cannot create topic {topic}: {error.args[0].str()}") from None
 

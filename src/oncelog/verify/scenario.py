@@ -9,6 +9,11 @@ the real exactly-once stage (the Spark copy job into a ``TransactionalSink``);
 ``at-least-once-consumer`` delivers the exactly-once run with the at-least-once consumer
 while it keeps its exactly-once label - a deliberately broken configuration that the
 checker must catch (duplicates after ``kill-consumer``).
+
+``brokers`` is how many brokers the run starts: 1 (the default) is today's single broker
+with no ZooKeeper; 2 or more is a ``LocalCluster`` with its own ZooKeeper, which the
+cluster faults (``kill-leader``, ``pause-broker``) need. ``--brokers`` and ``--bootstrap``
+exclude each other: one says which broker to use, the other asks to start some.
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from .checker import SEMANTICS, normalize_semantics
-from .schedule import FAULTS, FaultSchedule, parse_faults
+from .schedule import CLUSTER_FAULTS, FaultSchedule, parse_faults
 
 __all__ = ["BadInput", "DEFAULT_FAULTS", "EXACTLY_ONCE_STAGES", "RunFailed", "Scenario"]
 
-DEFAULT_FAULTS = FAULTS  # kill-broker, kill-consumer, kill-driver, drop-acks
+# the CLI's default; the cluster faults are asked for by name (they need --brokers)
+DEFAULT_FAULTS = ("kill-broker", "kill-consumer", "kill-driver", "drop-acks")
 EXACTLY_ONCE_STAGES = ("pipeline", "at-least-once-consumer")
 
 
@@ -41,7 +47,8 @@ class Scenario:
     duration_s: float
     seed: int
     out_dir: Path = Path("verify-out")
-    bootstrap: str | None = None            # None: the run starts its own broker
+    bootstrap: str | None = None            # None: the run starts its own broker(s)
+    brokers: int = 1                        # >= 2: a cluster with its own ZooKeeper
     sink: str | None = None                 # None: a SQLite file per semantics in out_dir
     rate: float = 400.0                     # records per second, all producers together
     producers: int = 2
@@ -53,7 +60,8 @@ class Scenario:
 
     @classmethod
     def build(cls, *, semantics: str, faults: str, duration_s: float, seed: int,
-              **options: Any) -> "Scenario":
+              brokers: int | None = None, **options: Any) -> "Scenario":
+        """``brokers=None``: not given (one broker, or none with ``bootstrap``)."""
         text = semantics.strip().lower()
         try:
             names = SEMANTICS if text == "all" else tuple(dict.fromkeys(
@@ -65,8 +73,12 @@ class Scenario:
                 dict.fromkeys(parse_faults(faults)))
         except ValueError as error:
             raise BadInput(str(error)) from None
+        if brokers is not None and options.get("bootstrap") is not None:
+            raise BadInput("--brokers starts brokers of the verifier's own and --bootstrap "
+                           "uses an existing one; drop one of them")
         scenario = cls(semantics=names, faults=kinds, duration_s=float(duration_s),
-                       seed=int(seed), **options)
+                       seed=int(seed), brokers=1 if brokers is None else int(brokers),
+                       **options)
         scenario._validate()
         return scenario
 
@@ -75,7 +87,7 @@ class Scenario:
             raise BadInput(f"unknown exactly-once stage {self.exactly_once_stage!r}; choose "
                            "pipeline or at-least-once-consumer")
         for name, value in (("--rate", self.rate), ("--producers", self.producers),
-                            ("--partitions", self.partitions),
+                            ("--partitions", self.partitions), ("--brokers", self.brokers),
                             ("--drain-timeout", self.drain_timeout_s)):
             if not value > 0:
                 raise BadInput(f"{name} must be positive, not {value:g}")
@@ -86,6 +98,11 @@ class Scenario:
             if "kill-broker" in self.faults:
                 raise BadInput("kill-broker kills a broker the verifier started itself, so it "
                                "cannot be used with --bootstrap; drop one of them")
+        cluster_faults = [name for name in self.faults if name in CLUSTER_FAULTS]
+        if cluster_faults and self.brokers < 2:
+            need = "needs" if len(cluster_faults) == 1 else "need"
+            raise BadInput(f"{' and '.join(cluster_faults)} {need} a cluster the verifier "
+                           "starts itself; add --brokers 3")
         if self.sink is not None:
             from ..spark.sinks.database import parse_url
             from ..spark.sinks.errors import SinkError
@@ -94,6 +111,14 @@ class Scenario:
             except SinkError as error:
                 raise BadInput(f"--sink: {str(error).rstrip('.')}") from None
         self.schedule()  # a run too short for its faults fails here
+
+    @property
+    def is_cluster(self) -> bool:
+        return self.brokers >= 2
+
+    @property
+    def replication_factor(self) -> int:
+        return min(3, self.brokers)
 
     @property
     def uses_pipeline(self) -> bool:

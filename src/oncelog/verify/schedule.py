@@ -11,6 +11,15 @@ later:
 - ``drop-acks`` — for ``duration_s`` (2-5 s), the fault proxy drops the responses to a
   ``rate`` of Produce requests after the broker handled them (``mode`` "close": the proxy
   also cuts the connection, so the client retries at once); ``seed`` seeds the proxy.
+- ``kill-leader`` (a cluster only) — ``kill -9`` the broker leading the most partitions of
+  the run's topic, restart it after ``duration_s`` (1-3 s).
+- ``pause-broker`` (a cluster only) — ``SIGSTOP`` a broker, ``SIGCONT`` it after
+  ``duration_s`` (2-9 s: sometimes shorter, sometimes longer than the 5 s ZooKeeper session
+  a verify cluster runs with, see ``runner.CLUSTER_SETTINGS``).
+
+Which broker a cluster fault hits is only known when it happens (who leads what by then),
+so it is not in the schedule; a seeded pick among brokers is derived from the seed and the
+fault's time (``faults.cluster``), which keeps existing schedules unchanged.
 
 Spacing: every fault is injected and healed within the middle 70% of the run (the workload
 warms up before the first fault and everything recovers before the end, so the final state
@@ -34,17 +43,21 @@ from typing import Any, Iterable, Iterator
 
 from .checker import normalize_semantics
 
-__all__ = ["FAULTS", "MAX_COUNT", "MIN_GAP_S", "FaultSchedule", "ScheduledFault",
-           "parse_faults", "random_seed"]
+__all__ = ["CLUSTER_FAULTS", "FAULTS", "MAX_COUNT", "MIN_GAP_S", "FaultSchedule",
+           "ScheduledFault", "parse_faults", "random_seed"]
 
-FAULTS = ("kill-broker", "kill-consumer", "kill-driver", "drop-acks")
-MAX_COUNT = {"kill-broker": 3, "kill-consumer": 3, "kill-driver": 2, "drop-acks": 2}
+FAULTS = ("kill-broker", "kill-consumer", "kill-driver", "drop-acks", "kill-leader",
+          "pause-broker")
+CLUSTER_FAULTS = ("kill-leader", "pause-broker")  # need a cluster: --brokers 2 or more
+MAX_COUNT = {"kill-broker": 3, "kill-consumer": 3, "kill-driver": 2, "drop-acks": 2,
+             "kill-leader": 3, "pause-broker": 2}
 MIN_GAP_S = 2.0
 WINDOW = (0.15, 0.85)  # faults happen within this fraction of the run
 
 # how long each kind lasts, in milliseconds: (shortest, longest)
 _DURATION_MS = {"kill-broker": (1000, 3000), "kill-consumer": (1000, 3000),
-                "kill-driver": (1000, 3000), "drop-acks": (2000, 5000)}
+                "kill-driver": (1000, 3000), "drop-acks": (2000, 5000),
+                "kill-leader": (1000, 3000), "pause-broker": (2000, 9000)}
 
 
 @dataclass(frozen=True)
@@ -139,7 +152,8 @@ def _validate_name(name: str) -> str:
     normalized = name.strip().lower()
     if normalized not in FAULTS:
         raise ValueError(f"unknown fault {name!r}; valid faults are kill-broker, "
-                         "kill-consumer, kill-driver and drop-acks")
+                         "kill-consumer, kill-driver, drop-acks, kill-leader and "
+                         "pause-broker")
     return normalized
 
 
@@ -182,6 +196,8 @@ def _params(rng: random.Random, kind: str, duration_ms: int) -> dict[str, Any]:
     params: dict[str, Any] = {"duration_s": duration_ms / 1000}
     if kind == "drop-acks":
         params.update(rate=rng.randint(30, 70) / 100, mode="close", seed=rng.randrange(2**31))
+    elif kind == "pause-broker":
+        params["signal"] = "SIGSTOP"  # healed with SIGCONT
     else:
         params["signal"] = "SIGKILL"
     return params

@@ -6,8 +6,8 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from oncelog.verify.schedule import (FAULTS, MAX_COUNT, MIN_GAP_S, WINDOW, FaultSchedule,
-                                     ScheduledFault, parse_faults)
+from oncelog.verify.schedule import (CLUSTER_FAULTS, FAULTS, MAX_COUNT, MIN_GAP_S, WINDOW,
+                                     FaultSchedule, ScheduledFault, parse_faults)
 
 
 def test_the_same_seed_gives_the_same_schedule():
@@ -44,8 +44,41 @@ def test_an_unknown_fault_is_one_sentence_naming_the_valid_ones():
         FaultSchedule.generate(1, ["kill-broker", "unplug-datacenter"], 60, "all")
     message = str(error.value)
     assert message == ("unknown fault 'unplug-datacenter'; valid faults are kill-broker, "
-                       "kill-consumer, kill-driver and drop-acks")
+                       "kill-consumer, kill-driver, drop-acks, kill-leader and pause-broker")
     assert "\n" not in message
+
+
+def test_a_known_cluster_schedule_is_stable_across_releases():
+    """The cluster faults' golden schedule: kill-leader is a kill -9 for 1-3 s like the
+    other kills; pause-broker is a SIGSTOP for 2-9 s, healed with SIGCONT. Which broker
+    each hits is decided when it happens, so it is not in the schedule."""
+    schedule = FaultSchedule.generate(31, list(CLUSTER_FAULTS), 25, "at-least-once")
+    assert list(schedule) == [
+        ScheduledFault(4.104, "kill-leader", {"duration_s": 1.961, "signal": "SIGKILL"}),
+        ScheduledFault(8.864, "pause-broker", {"duration_s": 8.258, "signal": "SIGSTOP"}),
+    ]
+
+
+def test_adding_the_cluster_faults_left_every_older_schedule_alone():
+    """The generator draws from one random source in the order of the requested kinds; new
+    kinds only add draws when they are requested, so a recorded seed replays as before."""
+    older = ["kill-broker", "kill-consumer", "kill-driver", "drop-acks"]
+    schedule = FaultSchedule.generate(2024, older, 90, "all")
+    assert not {fault.name for fault in schedule} & set(CLUSTER_FAULTS)
+    assert schedule == FaultSchedule.generate(2024, older, 90, "all")
+    assert set(CLUSTER_FAULTS) < set(FAULTS)
+
+
+def test_pauses_sometimes_outlast_the_verify_clusters_zookeeper_session():
+    """pause-broker lasts 2-9 s: on either side of the 5 s ZooKeeper session a verify
+    cluster runs with, so a paused broker sometimes keeps its session and sometimes loses
+    it (and with it its leaderships)."""
+    from oncelog.verify.runner import SESSION_TIMEOUT_MS
+    pauses = [fault.params["duration_s"] for seed in range(100)
+              for fault in FaultSchedule.generate(seed, ["pause-broker"], 120, "all")]
+    assert all(2.0 <= pause <= 9.0 for pause in pauses)
+    assert any(pause * 1000 < SESSION_TIMEOUT_MS for pause in pauses)
+    assert any(pause * 1000 > SESSION_TIMEOUT_MS for pause in pauses)
 
 
 def test_other_bad_arguments():
@@ -89,7 +122,7 @@ def test_timeline_pairs_every_injection_with_its_heal():
 
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**64), duration_s=st.floats(45, 1800),
-       kinds=st.lists(st.sampled_from(FAULTS), unique=True, max_size=4))
+       kinds=st.lists(st.sampled_from(FAULTS), unique=True, max_size=len(FAULTS)))
 def test_any_schedule_is_well_spaced_and_complete(seed, duration_s, kinds):
     schedule = FaultSchedule.generate(seed, kinds, duration_s, "all")
     assert schedule == FaultSchedule.generate(seed, kinds, duration_s, "all")

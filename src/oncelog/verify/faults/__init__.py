@@ -10,14 +10,21 @@ the run's history (the checker reports them; it never needs them to judge).
 | ``kill-consumer`` (``KillDelivery``) | ``kill -9`` of the delivery process | restart it |
 | ``kill-driver`` (``KillDelivery``) | ``kill -9`` of the Spark driver (its process group) | restart it from its checkpoint |
 | ``drop-acks`` (``DropAcks``) | the producers' proxy drops a ``rate`` of Produce responses | stop dropping |
+| ``kill-leader`` (``KillLeader``) | ``kill -9`` of the broker leading the most partitions of the run's topic | restart it |
+| ``pause-broker`` (``PauseBroker``) | ``SIGSTOP`` of a seeded broker | ``SIGCONT`` |
+
+On a cluster (``--brokers`` 2 or more) ``kill-broker`` is ``KillClusterBroker``, a seeded
+broker of the cluster; the cluster faults live in ``faults.cluster``.
 
 Which moment a kill lands on is the delivery stage's business (``workloads.delivery``):
 the consumer kills itself in its weakest window; the copy job is killed just after a batch
 was written and before Spark recorded it.
 """
 
+from .cluster import ClusterTarget, KillClusterBroker, KillLeader, PauseBroker
 from .kill import KillBroker, KillDelivery
 from .nemesis import Fault, Nemesis
 from .network import DropAcks
 
-__all__ = ["DropAcks", "Fault", "KillBroker", "KillDelivery", "Nemesis"]
+__all__ = ["ClusterTarget", "DropAcks", "Fault", "KillBroker", "KillClusterBroker",
+           "KillDelivery", "KillLeader", "Nemesis", "PauseBroker"]

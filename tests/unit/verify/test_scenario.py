@@ -1,0 +1,63 @@
+"""Scenario.build: what --brokers, --bootstrap and the cluster faults accept together, each
+refusal one sentence, before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from oncelog.verify.scenario import DEFAULT_FAULTS, BadInput, Scenario
+
+
+def build(**options):
+    defaults = {"semantics": "at-least-once", "faults": "none", "duration_s": 30, "seed": 1}
+    return Scenario.build(**{**defaults, **options})
+
+
+def test_one_broker_is_the_default_and_no_cluster():
+    scenario = build()
+    assert scenario.brokers == 1 and not scenario.is_cluster
+    assert scenario.replication_factor == 1
+    assert scenario.to_dict()["brokers"] == 1
+
+
+@pytest.mark.parametrize("brokers, replication", [(2, 2), (3, 3), (5, 3)])
+def test_a_cluster_replicates_up_to_three_times(brokers, replication):
+    scenario = build(brokers=brokers, faults="kill-leader,pause-broker,kill-broker")
+    assert scenario.is_cluster and scenario.replication_factor == replication
+    assert scenario.faults == ("kill-leader", "pause-broker", "kill-broker")
+
+
+@pytest.mark.parametrize("faults, message", [
+    ("kill-leader", "kill-leader needs a cluster the verifier starts itself; add --brokers 3"),
+    ("pause-broker,kill-consumer", "pause-broker needs a cluster"),
+    ("kill-leader,pause-broker", "kill-leader and pause-broker need a cluster"),
+])
+def test_cluster_faults_need_two_brokers_or_more(faults, message):
+    for brokers in (None, 1):
+        with pytest.raises(BadInput, match=message) as error:
+            build(faults=faults, brokers=brokers)
+        assert "\n" not in str(error.value)
+
+
+def test_brokers_and_bootstrap_exclude_each_other_even_for_one_broker():
+    for brokers in (1, 3):
+        with pytest.raises(BadInput) as error:
+            build(brokers=brokers, bootstrap="127.0.0.1:9092")
+        assert str(error.value) == ("--brokers starts brokers of the verifier's own and "
+                                    "--bootstrap uses an existing one; drop one of them")
+    assert build(bootstrap="127.0.0.1:9092").brokers == 1
+
+
+def test_a_cluster_fault_with_bootstrap_is_refused():
+    with pytest.raises(BadInput, match="needs a cluster"):
+        build(faults="kill-leader", bootstrap="127.0.0.1:9092")
+
+
+def test_brokers_must_be_positive():
+    with pytest.raises(BadInput, match="--brokers must be positive, not 0"):
+        build(brokers=0)
+
+
+def test_the_default_faults_run_on_one_broker():
+    assert build(faults=",".join(DEFAULT_FAULTS), duration_s=45).brokers == 1
+    assert "kill-leader" not in DEFAULT_FAULTS and "pause-broker" not in DEFAULT_FAULTS
