@@ -1,0 +1,685 @@
+"""The cluster's metadata store: ZooKeeper through kazoo, in Kafka's own znode layout.
+
+Everything lives under the chroot of ``zookeeper.connect`` (``127.0.0.1:2181/oncelog``), which
+``connect()`` creates when missing, as Kafka does. The layout (docs/cluster.md has the table):
+
+- ``/cluster/id``                      ``{"version":"1","id":...}``, created once
+- ``/brokers/ids/<id>``                ephemeral, ``{"version":4,"host","port","endpoints","rack",
+                                       ...}``; ``broker_epoch`` is its czxid (Kafka's, KIP-380)
+- ``/controller``                      ephemeral ``{"version":1,"brokerid":N,"timestamp":...}``
+- ``/controller_epoch``                ``"N"``: bumped in the same transaction that creates
+                                       ``/controller``
+- ``/brokers/topics/<t>``              ``{"version":3,"topic_id",...,"partitions":{"0":[1,2,3]}}``
+- ``/config/topics/<t>``               ``{"version":1,"config":{...}}``
+- ``/brokers/topics/<t>/partitions/<p>/state``
+                                       ``{"controller_epoch","leader","version":1,
+                                       "leader_epoch","isr"}``; written only by compare-and-set
+                                       on the znode version (Kafka's zkVersion checks)
+- ``/latest_producer_id_block``        ``{"version":1,"broker","block_start","block_end"}``
+                                       (strings, as Kafka writes them); a CAS loop
+- ``/change_notifications/partition_state`` and ``/change_notifications/topic_partitions``:
+                                       oncelog's own (not Kafka's); see "Watches" below
+
+Invariants: a topic znode, its config and the first state of each partition appear together
+(one multi-op transaction) and disappear together; a partition state changes only if the
+writer names the version it read.
+
+Watches. ZooKeeper watches are one-shot and carry no data, and so do our ``MetadataChange``
+notifications: a listener re-reads what it cares about. kazoo's ``ChildrenWatch``/``DataWatch``
+recipes re-arm them (also after a new session). We watch the children of ``/brokers/ids``
+(BROKERS) and ``/brokers/topics`` (TOPICS: created, deleted), and the data of ``/controller``
+(CONTROLLER). A grown topic (``add_partitions``) and every partition-state write bump a
+notification znode in the same transaction as the write: ``/change_notifications/
+topic_partitions`` (TOPICS) and ``/change_notifications/partition_state`` (PARTITION_STATE),
+each watched with one data watch. One znode per kind instead of a watch per state znode keeps
+the number of watches constant while topics come and go; changes between a watch firing and
+its re-arming coalesce into one notification, which is all a re-reading listener needs. (Kafka
+watched each topic znode instead, and learnt of ISR changes through sequential
+``/isr_change_notification`` nodes that only its controller consumed and deleted; here every
+broker listens, so nobody could delete them.)
+
+Sessions. kazoo's state listener turns LOST (the session expired: our registration and
+controller node are gone) into ``SESSION_LOST`` and the next CONNECTED (kazoo opens a new
+session by itself) into ``SESSION_RESTORED``; the broker then registers again. Listeners run
+on one thread of the store's own ("oncelog-zookeeper-events"), in order, so a listener may
+even call the store without deadlocking kazoo.
+
+Known divergences from Kafka: topics are deleted at once (no ``/admin/delete_topics`` and
+controller-driven deletion); partition-state writes are not fenced by the controller epoch's
+znode version, only by the state's own version.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+import warnings
+from typing import Any, Callable, Mapping
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
+                              NotEmptyError, OperationTimeoutError, SessionExpiredError)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import KazooRetry
+
+from .store import (NO_LEADER, BrokerRegistration, MetadataChange, MetadataStore,
+                    NodeIdInUse, PartitionState, StoreUnavailable, TopicExists, TopicRecord,
+                    new_cluster_id)
+
+log = logging.getLogger(__name__)
+
+# kazoo logs every refused connection and reconnection at WARNING, often with a traceback;
+# this store logs one line per connection attempt and per session change itself instead.
+_kazoo_log = logging.getLogger(__name__ + ".kazoo")
+_kazoo_log.setLevel(logging.ERROR)
+
+CLUSTER_ID_PATH = "/cluster/id"
+BROKER_IDS_PATH = "/brokers/ids"
+TOPICS_PATH = "/brokers/topics"
+CONFIG_TOPICS_PATH = "/config/topics"
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
+PARTITION_STATE_NOTIFICATION_PATH = "/change_notifications/partition_state"
+TOPIC_PARTITIONS_NOTIFICATION_PATH = "/change_notifications/topic_partitions"
+
+PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH,
+                    PARTITION_STATE_NOTIFICATION_PATH, TOPIC_PARTITIONS_NOTIFICATION_PATH)
+
+DEFAULT_SESSION_TIMEOUT_MS = 18_000  # Kafka's zookeeper.session.timeout.ms
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions"
+
+
+def partition_path(topic: str, index: int) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions/{index}"
+
+
+def partition_state_path(topic: str, index: int) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions/{index}/state"
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """``"h1:2181,h2:2181/oncelog"`` -> ``("h1:2181,h2:2181", "/oncelog")``."""
+    hosts, slash, chroot = connect.strip().partition("/")
+    chroot = ("/" + chroot).rstrip("/") if slash else ""
+    return hosts, chroot
+
+
+def _json(document: Mapping[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))  # informational only, as in Kafka's znodes
+
+
+class _Operations:
+    """The operations of one multi-op transaction, recorded so that a transaction can be
+    sent again after a lost connection (a kazoo transaction commits only once)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def create(self, path: str, value: bytes = b"", **kwargs: Any) -> None:
+        self.calls.append(("create", (path, value), kwargs))
+
+    def set_data(self, path: str, value: bytes, version: int = -1) -> None:
+        self.calls.append(("set_data", (path, value), {"version": version}))
+
+    def delete(self, path: str, version: int = -1) -> None:
+        self.calls.append(("delete", (path,), {"version": version}))
+
+    def commit_async(self, client: KazooClient) -> Any:
+        """Its result: one entry per operation, a ZnodeStat, a path, True, or the exception
+        that failed it (the others are then RolledBackError)."""
+        transaction = client.transaction()
+        for name, args, kwargs in self.calls:
+            getattr(transaction, name)(*args, **kwargs)
+        return transaction.commit_async()
+
+
+def _failed(results: list[Any]) -> bool:
+    return any(isinstance(result, Exception) for result in results)
+
+
+class ZooKeeperMetadataStore(MetadataStore):
+    """``MetadataStore`` over one kazoo session; see the module docstring.
+
+    ``connect`` is Kafka's ``zookeeper.connect`` (hosts, then an optional chroot). Nothing
+    happens until ``connect()``. Each ZooKeeper request a method makes waits at most one
+    session timeout (2 s at least), then the method raises ``StoreUnavailable``.
+    """
+
+    def __init__(self, connect: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                 connection_timeout_ms: int | None = None, node_id: int = -1,
+                 connect_attempt_timeout_s: float = 5.0, connect_retry_backoff_s: float = 1.0,
+                 ) -> None:
+        self.hosts, self.chroot = split_connect(connect)
+        if not self.hosts:
+            raise ValueError(f"zookeeper.connect {connect!r} names no host")
+        self.session_timeout_ms = int(session_timeout_ms)
+        # Kafka: zookeeper.connection.timeout.ms defaults to the session timeout.
+        self.connection_timeout_ms = int(connection_timeout_ms or session_timeout_ms)
+        self.node_id = node_id
+        self.connect_attempt_timeout_s = connect_attempt_timeout_s
+        self.connect_retry_backoff_s = connect_retry_backoff_s
+        self.client = KazooClient(
+            hosts=self.hosts + self.chroot, timeout=self.session_timeout_ms / 1000,
+            # reconnect for ever after the first connection, never waiting more than 1 s
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
+            logger=_kazoo_log)
+        self._listeners: list[Callable[[MetadataChange], None]] = []
+        self._events: queue.Queue[MetadataChange | None] = queue.Queue()
+        self._event_thread: threading.Thread | None = None
+        self._closing = False
+        self._session_was_lost = False
+        self._registered_node_id: int | None = None
+        self._controller_epoch = 0
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> "ZooKeeperMetadataStore":
+        """Build from Kafka's settings: ``zookeeper.connect``, ``zookeeper.session.timeout.ms``,
+        ``zookeeper.connection.timeout.ms`` and ``node.id`` (or ``broker.id``)."""
+        connection_timeout = config.get("zookeeper.connection.timeout.ms")
+        node_id = config.get("node.id", config.get("broker.id", -1))
+        return cls(str(config["zookeeper.connect"]),
+                   session_timeout_ms=int(config.get("zookeeper.session.timeout.ms",
+                                                     DEFAULT_SESSION_TIMEOUT_MS)),
+                   connection_timeout_ms=int(connection_timeout) if connection_timeout else None,
+                   node_id=int(node_id), **kwargs)
+
+    # -- connecting ----------------------------------------------------------------------
+
+    def connect(self) -> "ZooKeeperMetadataStore":
+        """Open the session, create the chroot and Kafka's top-level paths, set the watches.
+
+        While ZooKeeper cannot be reached, logs one line per attempt and retries until
+        ``zookeeper.connection.timeout.ms`` has passed, then raises ``StoreUnavailable``."""
+        deadline = time.monotonic() + self.connection_timeout_ms / 1000
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                with warnings.catch_warnings():  # kazoo warns of a missing chroot; we create it
+                    warnings.filterwarnings("ignore", message="No chroot path exists")
+                    self.client.start(timeout=max(0.1, min(self.connect_attempt_timeout_s,
+                                                           remaining)))
+                break
+            except KazooTimeoutError:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._stop_client()
+                    raise StoreUnavailable(
+                        f"cannot reach ZooKeeper at {self.hosts} within "
+                        f"{self.connection_timeout_ms / 1000:g} s "
+                        f"(zookeeper.connection.timeout.ms)") from None
+                backoff_s = min(self.connect_retry_backoff_s, remaining)
+                log.warning("cannot reach ZooKeeper at %s; retrying in %g s",
+                            self.hosts, round(backoff_s, 1))
+                time.sleep(backoff_s)
+        try:
+            self._create_chroot()
+            for path in PERSISTENT_PATHS:
+                self._request(self.client.ensure_path_async, path)
+        except BaseException:
+            self._stop_client()
+            raise
+        self.client.add_listener(self._on_session_state)
+        self._event_thread = threading.Thread(target=self._deliver_events, daemon=True,
+                                              name="oncelog-zookeeper-events")
+        self._event_thread.start()
+        self._watch_children(BROKER_IDS_PATH, MetadataChange.BROKERS)
+        self._watch_children(TOPICS_PATH, MetadataChange.TOPICS)
+        self._watch_data(CONTROLLER_PATH, MetadataChange.CONTROLLER)
+        self._watch_data(TOPIC_PARTITIONS_NOTIFICATION_PATH, MetadataChange.TOPICS)
+        self._watch_data(PARTITION_STATE_NOTIFICATION_PATH, MetadataChange.PARTITION_STATE)
+        log.info("connected to ZooKeeper at %s%s (session 0x%x, timeout %d ms)", self.hosts,
+                 self.chroot, self.client.client_id[0], self.session_timeout_ms)
+        return self
+
+    def _create_chroot(self) -> None:
+        """Kafka creates a missing chroot; kazoo only warns. kazoo cannot change its chroot
+        once set, so the chroot is lifted for this one call, before any watch exists."""
+        if not self.chroot or self._request(self.client.exists_async, "/"):
+            return
+        self.client.chroot = ""
+        try:
+            self._request(self.client.ensure_path_async, self.chroot)
+        finally:
+            self.client.chroot = self.chroot
+
+    def _request(self, start: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """One kazoo request (``start`` is a ``*_async`` method), waited for at most a session
+        timeout (2 s at least), sent again after a lost connection; then StoreUnavailable.
+
+        kazoo's blocking calls would wait for ever while ZooKeeper is down (it queues requests
+        until it reconnects), hence the asynchronous ones with a timeout. A request that timed
+        out may still be sent once kazoo reconnects: writes here are all version-checked,
+        create-only, or (producer-id blocks) harmless if applied late."""
+        timeout_s = max(2.0, self.session_timeout_ms / 1000)
+        deadline = time.monotonic() + timeout_s
+        delay_s = 0.05
+        while True:
+            try:
+                return start(*args, **kwargs).get(
+                    timeout=max(0.01, deadline - time.monotonic()))
+            except KazooTimeoutError:
+                pass
+            except (ConnectionLoss, OperationTimeoutError, SessionExpiredError):
+                if time.monotonic() + delay_s < deadline:
+                    time.sleep(delay_s)
+                    delay_s = min(2 * delay_s, 0.5)
+                    continue
+            raise StoreUnavailable(f"ZooKeeper at {self.hosts} did not answer within "
+                                   f"{timeout_s:g} s")
+
+    # -- events --------------------------------------------------------------------------
+
+    def _notify(self, change: MetadataChange) -> None:
+        if not self._closing:
+            self._events.put(change)
+
+    def _deliver_events(self) -> None:
+        while (change := self._events.get()) is not None:
+            for listener in list(self._listeners):
+                try:
+                    listener(change)
+                except Exception:
+                    log.exception("metadata listener %r failed on %s", listener, change.name)
+
+    def _on_session_state(self, state: str) -> None:
+        """kazoo's connection thread: must not block, so it only queues."""
+        if self._closing:
+            return
+        if state == KazooState.LOST:
+            self._session_was_lost = True
+            log.warning("ZooKeeper session lost: our registration and controller role ended")
+            self._notify(MetadataChange.SESSION_LOST)
+        elif state == KazooState.SUSPENDED:
+            log.warning("connection to ZooKeeper at %s interrupted; reconnecting", self.hosts)
+        elif state == KazooState.CONNECTED:
+            if self._session_was_lost:
+                self._session_was_lost = False
+                log.warning("connected to ZooKeeper again with a new session")
+                self._notify(MetadataChange.SESSION_RESTORED)
+            else:
+                log.info("connection to ZooKeeper restored; the session lives on")
+
+    def _watch_children(self, path: str, change: MetadataChange) -> None:
+        ChildrenWatch(self.client, path, self._notifier(change))
+
+    def _watch_data(self, path: str, change: MetadataChange) -> None:
+        DataWatch(self.client, path, self._notifier(change))
+
+    def _notifier(self, change: MetadataChange) -> Callable[..., None]:
+        """A recipe callback for ``change``. The recipes call once at once, with what is
+        there now: that is no change, so the first call is skipped."""
+        armed = False
+
+        def on_event(*_what: Any) -> None:
+            nonlocal armed
+            if armed:
+                self._notify(change)
+            armed = True
+        return on_event
+
+    def watch(self, listener: Callable[[MetadataChange], None]) -> None:
+        self._listeners.append(listener)
+
+    def close(self) -> None:
+        """End the session: ZooKeeper deletes our ephemeral znodes at once, and the other
+        brokers' watches fire. No SESSION_LOST is reported for a close."""
+        self._closing = True
+        self._stop_client()
+        if self._event_thread is not None:
+            self._events.put(None)
+            if self._event_thread is not threading.current_thread():
+                self._event_thread.join(timeout=5)
+            self._event_thread = None
+
+    def _stop_client(self) -> None:
+        try:
+            self.client.stop()
+            self.client.close()
+        except Exception:  # closing must not fail on a connection already gone
+            log.debug("closing the ZooKeeper client", exc_info=True)
+
+    @property
+    def session_id(self) -> int:
+        """Our current session id (0 before ``connect``)."""
+        client_id = self.client.client_id
+        return client_id[0] if client_id else 0
+
+    # -- identity and brokers ------------------------------------------------------------
+
+    def cluster_id(self, configured: str = "") -> str:
+        """The stored id; the first broker to ask creates it (from ``configured`` if given).
+        A different ``configured`` id than the stored one is the caller's to refuse."""
+        while True:
+            try:
+                data, _stat = self._request(self.client.get_async, CLUSTER_ID_PATH)
+                return json.loads(data)["id"]
+            except NoNodeError:
+                pass
+            try:
+                self._request(self.client.create_async, CLUSTER_ID_PATH,
+                            _json({"version": "1", "id": configured or new_cluster_id()}),
+                            makepath=True)
+            except NodeExistsError:
+                pass  # another broker was first: read its id
+
+    def _registration_document(self, registration: BrokerRegistration) -> bytes:
+        document: dict[str, Any] = {
+            "version": 4, "host": registration.host, "port": registration.port,
+            "endpoints": [f"PLAINTEXT://{registration.host}:{registration.port}"],
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "jmx_port": -1, "timestamp": _now_ms()}
+        if registration.rack is not None:
+            document["rack"] = registration.rack
+        return _json(document)
+
+    def register_broker(self, registration: BrokerRegistration) -> BrokerRegistration:
+        path = f"{BROKER_IDS_PATH}/{registration.node_id}"
+        data = self._registration_document(registration)
+        try:
+            _path, stat = self._request(self.client.create_async, path, data, ephemeral=True,
+                                      include_data=True)
+        except NodeExistsError:
+            # A retried create may have succeeded in our own session (Kafka's
+            # checkedEphemeralCreate): that registration is ours.
+            try:
+                _data, stat = self._request(self.client.get_async, path)
+            except NoNodeError:
+                return self.register_broker(registration)  # its session just ended
+            if stat.ephemeralOwner != self.session_id:
+                raise NodeIdInUse(f"node.id {registration.node_id} is already registered by a "
+                                  f"live broker (ZooKeeper session 0x{stat.ephemeralOwner:x})")
+            stat = self._request(self.client.set_async, path, data)
+        self._registered_node_id = registration.node_id
+        if self.node_id < 0:
+            self.node_id = registration.node_id
+        return BrokerRegistration(registration.node_id, registration.host, registration.port,
+                                  registration.rack, broker_epoch=stat.czxid)
+
+    def live_brokers(self) -> dict[int, BrokerRegistration]:
+        brokers: dict[int, BrokerRegistration] = {}
+        for child in self._request(self.client.get_children_async, BROKER_IDS_PATH):
+            try:
+                data, stat = self._request(self.client.get_async, f"{BROKER_IDS_PATH}/{child}")
+            except NoNodeError:
+                continue  # its session ended while we listed
+            document = json.loads(data)
+            host, port = document.get("host"), document.get("port", -1)
+            if not host and document.get("endpoints"):  # Kafka writes host null for non-PLAINTEXT
+                host, _, port_text = document["endpoints"][0].rpartition("//")[2].rpartition(":")
+                port = int(port_text)
+            brokers[int(child)] = BrokerRegistration(int(child), host, int(port),
+                                                     document.get("rack"),
+                                                     broker_epoch=stat.czxid)
+        return brokers
+
+    def confirm_session(self) -> bool:
+        node_id = self._registered_node_id
+        if node_id is None or self._closing:
+            return False
+        session_id = self.session_id
+        try:
+            stat = self.client.exists_async(f"{BROKER_IDS_PATH}/{node_id}").get(
+                timeout=self.session_timeout_ms / 3000)
+        except Exception:  # timed out, connection lost, session expired: not confirmed
+            return False
+        return (stat is not None and stat.ephemeralOwner == session_id
+                and session_id == self.session_id)
+
+    # -- the controller ------------------------------------------------------------------
+
+    def try_become_controller(self, node_id: int) -> bool:
+        """Kafka's registerControllerAndIncrementControllerEpoch: create the ephemeral
+        ``/controller`` and bump ``/controller_epoch`` (checked against the version read) in
+        one transaction, so two brokers racing cannot both win."""
+        for _attempt in range(10):
+            try:
+                data, epoch_stat = self._request(self.client.get_async, CONTROLLER_EPOCH_PATH)
+            except NoNodeError:
+                try:
+                    self._request(self.client.create_async, CONTROLLER_EPOCH_PATH, b"0")
+                except NodeExistsError:
+                    pass
+                continue
+            epoch = int(data) + 1
+            transaction = _Operations()
+            transaction.create(CONTROLLER_PATH, _json({"version": 1, "brokerid": node_id,
+                                                       "timestamp": _now_ms()}),
+                               ephemeral=True)
+            transaction.set_data(CONTROLLER_EPOCH_PATH, str(epoch).encode(),
+                                 version=epoch_stat.version)
+            results = self._request(transaction.commit_async, self.client)
+            if not _failed(results):
+                self._controller_epoch = epoch
+                log.info("node %d is the controller (controller epoch %d)", node_id, epoch)
+                return True
+            if isinstance(results[0], NodeExistsError):
+                return self._holds_controller(node_id)
+            # BadVersion: another broker became controller and left between our read and
+            # our write; read the epoch again
+        return False
+
+    def _holds_controller(self, node_id: int) -> bool:
+        try:
+            data, stat = self._request(self.client.get_async, CONTROLLER_PATH)
+        except NoNodeError:
+            return False
+        return (stat.ephemeralOwner == self.session_id
+                and json.loads(data).get("brokerid") == node_id)
+
+    def controller_id(self) -> int:
+        try:
+            data, _stat = self._request(self.client.get_async, CONTROLLER_PATH)
+        except NoNodeError:
+            return -1
+        return int(json.loads(data).get("brokerid", -1))
+
+    def controller_epoch(self) -> int:
+        """The current controller epoch (0 before any controller)."""
+        try:
+            data, _stat = self._request(self.client.get_async, CONTROLLER_EPOCH_PATH)
+        except NoNodeError:
+            return 0
+        return int(data)
+
+    # -- topics --------------------------------------------------------------------------
+
+    @staticmethod
+    def _topic_document(record: TopicRecord) -> bytes:
+        return _json({"version": 3, "topic_id": record.topic_id,
+                      "partitions": {str(index): list(replicas)
+                                     for index, replicas in enumerate(record.assignment)},
+                      "adding_replicas": {}, "removing_replicas": {}})
+
+    def _state_document(self, state: PartitionState) -> bytes:
+        return _json({"controller_epoch": self._controller_epoch, "leader": state.leader,
+                      "version": 1, "leader_epoch": state.leader_epoch,
+                      "isr": list(state.isr)})
+
+    def load_topics(self) -> dict[str, TopicRecord]:
+        topics: dict[str, TopicRecord] = {}
+        for name in self._request(self.client.get_children_async, TOPICS_PATH):
+            record = self._load_topic(name)
+            if record is not None:
+                topics[name] = record
+        return topics
+
+    def _load_topic(self, name: str) -> TopicRecord | None:
+        try:
+            data, _stat = self._request(self.client.get_async, topic_path(name))
+        except NoNodeError:
+            return None  # deleted while we listed
+        document = json.loads(data)
+        partitions = document.get("partitions", {})
+        assignment = [list(partitions[key]) for key in sorted(partitions, key=int)]
+        try:
+            config_data, _stat = self._request(self.client.get_async, f"{CONFIG_TOPICS_PATH}/{name}")
+            configs = {key: str(value)
+                       for key, value in json.loads(config_data).get("config", {}).items()}
+        except NoNodeError:
+            configs = {}
+        return TopicRecord(name=name, topic_id=document.get("topic_id", ""),
+                           partitions=len(assignment), configs=configs, assignment=assignment)
+
+    def create_topic(self, record: TopicRecord, states: list[PartitionState]) -> None:
+        """One transaction: the topic, its config, every partition's first state."""
+        assert len(states) == record.partitions == len(record.assignment), record
+        config_path = f"{CONFIG_TOPICS_PATH}/{record.name}"
+        for _attempt in range(3):
+            transaction = _Operations()
+            transaction.create(topic_path(record.name), self._topic_document(record))
+            transaction.create(config_path, _json({"version": 1, "config": record.configs}))
+            transaction.create(partitions_path(record.name), b"")
+            self._add_partition_states(transaction, record.name, 0, states)
+            results = self._request(transaction.commit_async, self.client)
+            if not _failed(results):
+                return
+            if isinstance(results[0], NodeExistsError):
+                raise TopicExists(f"topic {record.name!r} already exists")
+            if not isinstance(results[1], NodeExistsError):
+                raise StoreUnavailable(f"creating topic {record.name!r} failed: {results!r}")
+            # A config left behind by a topic deleted half-way (not by us: we delete both
+            # in one transaction); remove exactly the version we saw, then try again.
+            try:
+                _data, stat = self._request(self.client.get_async, config_path)
+                self._request(self.client.delete_async, config_path, version=stat.version)
+            except (NoNodeError, BadVersionError):
+                pass
+        raise StoreUnavailable(f"creating topic {record.name!r} kept conflicting")
+
+    def _add_partition_states(self, transaction: _Operations, topic: str, first_index: int,
+                              states: list[PartitionState]) -> None:
+        for index, state in enumerate(states, start=first_index):
+            transaction.create(partition_path(topic, index), b"")
+            transaction.create(partition_state_path(topic, index), self._state_document(state))
+
+    def add_partitions(self, record: TopicRecord, new_states: list[PartitionState]) -> None:
+        """Raises ``KeyError`` when the topic does not exist."""
+        for _attempt in range(10):
+            try:
+                data, stat = self._request(self.client.get_async, topic_path(record.name))
+            except NoNodeError:
+                raise KeyError(f"topic {record.name!r} does not exist") from None
+            first_index = len(json.loads(data).get("partitions", {}))
+            assert first_index + len(new_states) == len(record.assignment), record
+            transaction = _Operations()
+            transaction.set_data(topic_path(record.name), self._topic_document(record),
+                                 version=stat.version)
+            self._add_partition_states(transaction, record.name, first_index, new_states)
+            transaction.set_data(TOPIC_PARTITIONS_NOTIFICATION_PATH,
+                                 record.name.encode())
+            results = self._request(transaction.commit_async, self.client)
+            if not _failed(results):
+                return
+            # BadVersion or NodeExists: someone else grew or recreated the topic; read again
+        raise StoreUnavailable(f"adding partitions to {record.name!r} kept conflicting")
+
+    def delete_topic(self, name: str) -> None:
+        """One transaction removing the topic, its config and every partition znode."""
+        for _attempt in range(10):
+            try:
+                partitions = self._request(self.client.get_children_async, partitions_path(name))
+            except NoNodeError:
+                partitions = None
+            transaction = _Operations()
+            for index in partitions or ():
+                for child in self._request(self.client.get_children_async,
+                                         partition_path(name, int(index))):
+                    transaction.delete(f"{partition_path(name, int(index))}/{child}")
+                transaction.delete(partition_path(name, int(index)))
+            if partitions is not None:
+                transaction.delete(partitions_path(name))
+            if not self._request(self.client.exists_async, topic_path(name)):
+                self._delete_if_exists(f"{CONFIG_TOPICS_PATH}/{name}")
+                return
+            transaction.delete(topic_path(name))
+            if self._request(self.client.exists_async, f"{CONFIG_TOPICS_PATH}/{name}"):
+                transaction.delete(f"{CONFIG_TOPICS_PATH}/{name}")
+            results = self._request(transaction.commit_async, self.client)
+            if not _failed(results):
+                return
+            # NotEmpty or NoNode: partitions were added or removed meanwhile; list again
+        raise StoreUnavailable(f"deleting topic {name!r} kept conflicting")
+
+    def _delete_if_exists(self, path: str) -> None:
+        try:
+            self._request(self.client.delete_async, path)
+        except (NoNodeError, NotEmptyError):
+            pass
+
+    # -- partition state -----------------------------------------------------------------
+
+    def partition_state(self, topic: str, index: int) -> PartitionState | None:
+        try:
+            data, stat = self._request(self.client.get_async, partition_state_path(topic, index))
+        except NoNodeError:
+            return None
+        document = json.loads(data)
+        return PartitionState(leader=int(document.get("leader", NO_LEADER)),
+                              leader_epoch=int(document.get("leader_epoch", 0)),
+                              isr=tuple(int(node) for node in document.get("isr", ())),
+                              version=stat.version)
+
+    def compare_and_set_partition_state(self, topic: str, index: int,
+                                        state: PartitionState) -> PartitionState | None:
+        """A ``state.version`` below 0 means "I read no state": the write creates it, and
+        fails if one exists (never ZooKeeper's version -1, which would write blindly).
+
+        Retried after a lost connection, a write that had in fact been applied reports a
+        conflict (None): the writer re-reads and finds its own state, as in Kafka."""
+        path = partition_state_path(topic, index)
+        transaction = _Operations()
+        if state.version < 0:
+            transaction.create(path, self._state_document(state))
+        else:
+            transaction.set_data(path, self._state_document(state), version=state.version)
+        transaction.set_data(PARTITION_STATE_NOTIFICATION_PATH, f"{topic}/{index}".encode())
+        results = self._request(transaction.commit_async, self.client)
+        if _failed(results):
+            return None  # BadVersion (someone wrote first), NoNode (deleted), NodeExists
+        new_version = results[0].version if state.version >= 0 else 0
+        return PartitionState(state.leader, state.leader_epoch, tuple(state.isr),
+                              version=new_version)
+
+    # -- producer ids --------------------------------------------------------------------
+
+    def allocate_producer_id_block(self, size: int) -> int:
+        """Kafka's ZkProducerIdManager: read the latest block, write the next one with the
+        version read; on a conflict read again."""
+        assert size > 0, size
+        while True:
+            try:
+                data, stat = self._request(self.client.get_async, PRODUCER_ID_BLOCK_PATH)
+            except NoNodeError:
+                data, stat = None, None
+            start = int(json.loads(data)["block_end"]) + 1 if data else 0
+            document = _json({"version": 1, "broker": self.node_id,
+                              "block_start": str(start), "block_end": str(start + size - 1)})
+            try:
+                if stat is None:
+                    self._request(self.client.create_async, PRODUCER_ID_BLOCK_PATH, document)
+                else:
+                    self._request(self.client.set_async, PRODUCER_ID_BLOCK_PATH, document,
+                                version=stat.version)
+                return start
+            except (NodeExistsError, BadVersionError):
+                continue  # another broker took a block first
+
+
+__all__ = ["ZooKeeperMetadataStore", "split_connect"]
