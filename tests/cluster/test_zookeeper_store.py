@@ -316,7 +316,8 @@ def test_an_unreachable_zookeeper_is_one_line_per_attempt_then_store_unavailable
     lines = [record for record in caplog.records if record.levelno >= logging.INFO]
     assert 2 <= len(lines) <= 3, [record.getMessage() for record in lines]
     for record in lines:
-        assert record.getMessage() == f"cannot reach ZooKeeper at 127.0.0.1:{port}; retrying in 0.5 s"
+        assert record.getMessage() == (f"cannot reach ZooKeeper at 127.0.0.1:{port}; "
+                                       f"retrying in 0.5 s")
         assert record.exc_info is None
     captured = capfd.readouterr()
     assert "Traceback" not in captured.out + captured.err

@@ -529,7 +529,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         partitions = document.get("partitions", {})
         assignment = [list(partitions[key]) for key in sorted(partitions, key=int)]
         try:
-            config_data, _stat = self._request(self.client.get_async, f"{CONFIG_TOPICS_PATH}/{name}")
+            config_data, _stat = self._request(self.client.get_async,
+                                               f"{CONFIG_TOPICS_PATH}/{name}")
             configs = {key: str(value)
                        for key, value in json.loads(config_data).get("config", {}).items()}
         except NoNodeError:
