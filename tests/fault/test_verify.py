@@ -21,7 +21,8 @@ import pytest
 from oncelog.broker.process import free_port
 from oncelog.verify.schedule import FaultSchedule
 
-from .verify_run import command_line, descendants, run_verify, running, verify_command
+from .verify_run import (command_line, descendants, run_verify, running, verify_command,
+                         wait_for)
 
 
 def faults_of(result: dict, semantics: str) -> list[dict]:
@@ -212,6 +213,15 @@ BAD_INPUT = {
     "kill-broker of a broker not ours": (
         lambda tmp: ["--bootstrap", f"127.0.0.1:{free_port()}", "--faults", "kill-broker"],
         "cannot be used with --bootstrap"),
+    "kill-leader without a cluster": (
+        lambda tmp: ["--faults", "kill-leader,kill-consumer"],
+        "kill-leader needs a cluster the verifier starts itself; add --brokers 3"),
+    "pause-broker on one broker": (
+        lambda tmp: ["--faults", "pause-broker", "--brokers", "1"], "needs a cluster"),
+    "brokers with bootstrap": (
+        lambda tmp: ["--brokers", "3", "--bootstrap", f"127.0.0.1:{free_port()}",
+                     "--faults", "kill-consumer"],
+        "--brokers starts brokers of the verifier's own and --bootstrap uses an existing one"),
     "out is a file": (_file_as_out, "is not a directory"),
     "sink cannot be opened": (_directory_as_sink, "cannot open the sink"),
     "sink URL of an unsupported kind": (
@@ -243,15 +253,6 @@ def test_bad_input_is_one_sentence_and_exit_2_before_anything_runs(tmp_path, cas
 
 # -- Ctrl-C stops every process the run started -------------------------------------------
 
-def _wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("moment", ["pipeline running", "broker killed"])
 def test_ctrl_c_stops_every_process_the_run_started(tmp_path, moment):
@@ -271,13 +272,13 @@ def test_ctrl_c_stops_every_process_the_run_started(tmp_path, moment):
     try:
         if moment == "pipeline running":
             copy_job_log = out / "logs" / "exactly-once-copy-job.log"
-            _wait_for(lambda: copy_job_log.exists() and " started" in copy_job_log.read_text(),
+            wait_for(lambda: copy_job_log.exists() and " started" in copy_job_log.read_text(),
                       150, "the copy job to start")
             history = out / "history" / "exactly-once" / "producer-0.jsonl"
-            _wait_for(lambda: history.exists() and history.stat().st_size > 0, 30,
+            wait_for(lambda: history.exists() and history.stat().st_size > 0, 30,
                       "the producers")
         else:
-            _wait_for(lambda: "kill-broker inject" in Path(log.name).read_text(), 60,
+            wait_for(lambda: "kill-broker inject" in Path(log.name).read_text(), 60,
                       "the broker to be killed")
         tree = descendants(verify.pid)
         names = " | ".join(command_line(pid) for pid in tree)
@@ -285,7 +286,7 @@ def test_ctrl_c_stops_every_process_the_run_started(tmp_path, moment):
             assert "java" in names and "oncelog.verify.workloads.producer" in names, names
         verify.send_signal(signal.SIGINT)
         assert verify.wait(30) == 130, Path(log.name).read_text()[-3000:]
-        _wait_for(lambda: not any(running(pid) for pid in tree), 10,
+        wait_for(lambda: not any(running(pid) for pid in tree), 10,
                   "every process of the run to stop")
         time.sleep(3)  # and nothing restarts the broker the fault had killed
         survivors = [pid for pid in descendants(verify.pid) + tree if running(pid)]

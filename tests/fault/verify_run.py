@@ -2,7 +2,7 @@
 
 ``run_verify`` returns the finished process and ``result.json`` (None when none was
 written); ``descendants(pid)`` lists a process's whole tree from /proc, so a test can check
-that every process a run started is gone afterwards.
+that every process a run started is gone afterwards; ``wait_for`` polls a condition.
 """
 
 from __future__ import annotations
@@ -31,6 +31,15 @@ class VerifyRun:
         return (f"seed {seed} (replay: oncelog verify --seed {seed} ...), exit "
                 f"{self.returncode}, {self.seconds:.0f} s, output in {self.out}\n"
                 f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-2000:]}")
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def verify_command(out: Path, *args: str) -> list[str]:
