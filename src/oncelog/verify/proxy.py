@@ -12,8 +12,11 @@ seed, can:
 - **cut** a connection before a request is forwarded (``cut_rate``): nothing was done.
 
 Responses that carry broker addresses (Metadata, FindCoordinator, DescribeCluster) are
-rewritten to name the proxy, so clients keep talking through it. The proxy fronts a single
-broker: every broker address is rewritten to the proxy's own.
+rewritten to name the proxy, so clients keep talking through it. One proxy fronts a single
+broker: every broker address is rewritten to the proxy's own. A cluster gets a
+``ProxyGroup``: a proxy per broker, each rewriting every broker's address to *that broker's*
+proxy (``addresses``), so a client still follows leaders from broker to broker, always
+through a proxy; the group's rules apply to all of them.
 
 Use ``FaultProxy`` inside an event loop, or ``ProxyThread`` from synchronous code (tests, the
 verifier): it runs the proxy on its own loop in a daemon thread. Every decision comes from
@@ -68,7 +71,10 @@ class ProxyStats:
 
 class FaultProxy:
     def __init__(self, upstream: str, rules: FaultRules | None = None,
-                 listen: str = "127.0.0.1:0") -> None:
+                 listen: str = "127.0.0.1:0",
+                 addresses: dict[tuple[str, int], tuple[str, int]] | None = None) -> None:
+        # addresses: broker (host, port) -> its proxy's; None: every broker -> this proxy
+        self.addresses = addresses
         self.upstream_host, upstream_port = upstream.rsplit(":", 1)
         self.upstream_port = int(upstream_port)
         self.rules = rules or FaultRules()
@@ -193,17 +199,22 @@ class FaultProxy:
             log.warning("proxy: cannot parse %s v%d response: %s", ApiKey(api_key).name,
                         version, error)
             return frame
-        host, port = self.listen_host, self.listen_port
+        def proxied(host: str, port: int) -> tuple[str, int]:
+            if self.addresses is None:
+                return self.listen_host, self.listen_port
+            return self.addresses.get((host, port), (host, port))
+
         if api_key == ApiKey.METADATA or api_key == ApiKey.DESCRIBE_CLUSTER:
             for broker in response.brokers:
-                broker.host, broker.port = host, port
+                broker.host, broker.port = proxied(broker.host, broker.port)
         elif api_key == ApiKey.FIND_COORDINATOR:
             if version >= 4:
                 for coordinator in response.coordinators:
                     if coordinator.error_code == 0:
-                        coordinator.host, coordinator.port = host, port
+                        coordinator.host, coordinator.port = proxied(coordinator.host,
+                                                                     coordinator.port)
             elif response.error_code == 0:
-                response.host, response.port = host, port
+                response.host, response.port = proxied(response.host, response.port)
         response._header = None  # the codec's decoder leaves this slot unset; encode reads it
         try:
             body = bytes(response.encode(version=version))
@@ -231,8 +242,9 @@ class ProxyThread:
     """A ``FaultProxy`` on its own event loop in a daemon thread, for synchronous callers."""
 
     def __init__(self, upstream: str, rules: FaultRules | None = None,
-                 listen: str = "127.0.0.1:0") -> None:
-        self.proxy = FaultProxy(upstream, rules, listen)
+                 listen: str = "127.0.0.1:0",
+                 addresses: dict[tuple[str, int], tuple[str, int]] | None = None) -> None:
+        self.proxy = FaultProxy(upstream, rules, listen, addresses)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="fault-proxy")
@@ -274,3 +286,50 @@ class ProxyThread:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class ProxyGroup:
+    """A ``ProxyThread`` per broker of a cluster (``upstreams``: the brokers' HOST:PORT),
+    with the interface of one: ``bootstrap`` lists the proxies, ``set_rules`` applies to
+    every proxy (each reseeded with ``rules.seed`` plus its index), ``stats`` adds theirs
+    up. A single upstream is a group of one."""
+
+    def __init__(self, upstreams: list[str]) -> None:
+        self.addresses: dict[tuple[str, int], tuple[str, int]] = {}
+        self.proxies = [ProxyThread(upstream, addresses=self.addresses)
+                        for upstream in upstreams]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(proxy.bootstrap for proxy in self.proxies)
+
+    @property
+    def stats(self) -> ProxyStats:
+        total = ProxyStats()
+        for proxy in self.proxies:
+            for name in ("connections", "requests", "dropped_responses", "cut_connections",
+                         "rewritten_responses"):
+                setattr(total, name, getattr(total, name) + getattr(proxy.stats, name))
+            for api_key, count in proxy.stats.dropped_by_api.items():
+                total.dropped_by_api[api_key] = total.dropped_by_api.get(api_key, 0) + count
+        return total
+
+    def set_rules(self, rules: FaultRules) -> None:
+        from dataclasses import replace
+        for index, proxy in enumerate(self.proxies):
+            proxy.set_rules(replace(rules, seed=rules.seed + index))
+
+    def start(self) -> "ProxyGroup":
+        try:
+            for proxy in self.proxies:
+                proxy.start()
+                upstream = (proxy.proxy.upstream_host, proxy.proxy.upstream_port)
+                self.addresses[upstream] = (proxy.proxy.listen_host, proxy.proxy.listen_port)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for proxy in self.proxies:
+            proxy.stop()

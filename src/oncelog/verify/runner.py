@@ -59,7 +59,7 @@ from .faults.nemesis import MAX_DELAY_S
 from .history import History, HistoryWriter
 from .processes import ChildProcess, Children
 from .progress import HistoryTally, ProgressView, describe_event
-from .proxy import ProxyThread
+from .proxy import ProxyGroup, ProxyThread
 from .report import ChartUnavailable, results_document, write_chart
 from .scenario import BadInput, RunFailed, Scenario
 from .schedule import FaultSchedule
@@ -228,7 +228,7 @@ class Runner:
         self.children = Children()
         self.broker: BrokerProcess | None = None
         self.cluster = None  # a LocalCluster with --brokers 2 or more
-        self._proxies: list[ProxyThread] = []
+        self._proxies: list[ProxyThread | ProxyGroup] = []
         self.view: ProgressView | None = None
 
     def run(self) -> RunOutcome:
@@ -347,7 +347,9 @@ class _SemanticsRun:
         self.history_dir.mkdir(parents=True, exist_ok=True)
         proxy = None
         if "drop-acks" in scenario.faults:
-            proxy = ProxyThread(self.bootstrap).start()
+            # a cluster: a proxy per broker, so clients still follow leaders (proxy.py)
+            proxy = (ProxyGroup(self.bootstrap.split(",")) if self.target is not None
+                     else ProxyThread(self.bootstrap)).start()
             runner._proxies.append(proxy)
         self.stage = stage = self._stage()
         self.details.update(stage=stage.description, stage_log=str(stage.log_path))
@@ -448,7 +450,7 @@ class _SemanticsRun:
                              log_path=logs / f"{self.name}-consumer.log",
                              children=self.runner.children)
 
-    def _faults(self, proxy: ProxyThread | None) -> dict:
+    def _faults(self, proxy: ProxyThread | ProxyGroup | None) -> dict:
         stage = self.stage
         faults: dict[str, Any] = {}
         if self.runner.broker is not None:

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from ..proxy import FaultRules, ProxyThread
+from ..proxy import FaultRules, ProxyGroup, ProxyThread
 from ..schedule import ScheduledFault
 
 __all__ = ["DropAcks"]
 
 
 class DropAcks:
-    """For the fault's window, the proxy in front of the broker drops the responses to a
-    ``rate`` of Produce requests after the broker handled them (``mode`` close: and cuts the
-    connection, so the producer retries at once). Under ``acks=0`` there are no responses
+    """For the fault's window, the proxy in front of the broker (on a cluster, the proxy in
+    front of each broker) drops the responses to a ``rate`` of Produce requests after the
+    broker handled them (``mode`` close: and cuts the connection, so the producer retries at
+    once). Under ``acks=0`` there are no responses
     to drop, and the fault does nothing, which the event's ``dropped`` count shows."""
 
     name = "drop-acks"
 
-    def __init__(self, proxy: ProxyThread, *, note: str | None = None) -> None:
+    def __init__(self, proxy: ProxyThread | ProxyGroup, *, note: str | None = None) -> None:
         self.proxy = proxy
         self.note = note
         self._dropped_before = 0
