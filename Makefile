@@ -1,7 +1,7 @@
 # The two commands of the README's quick start:
 #   make demo   set everything up, then run the main job on the embedded defaults
 #   make test   set everything up, then run the whole test suite
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast bench fuzz clean
 
 setup: .venv/.installed
 
@@ -20,5 +20,17 @@ test-fast: setup
 bench: setup
 	.venv/bin/python benchmarks/throughput.py
 
+# Long fuzzing, not part of `make test`: the decoders for FUZZ_SECONDS under coverage
+# guidance (new findings merged into fuzz/corpus/), then FUZZ_FRAMES mutated frames thrown
+# at a live broker process, which must end serving with every acknowledged record intact.
+FUZZ_SECONDS ?= 600
+FUZZ_FRAMES ?= 1000000
+fuzz: setup
+	mkdir -p .fuzz/new
+	.venv/bin/python fuzz/fuzz_decoders.py .fuzz/new fuzz/corpus/requests fuzz/corpus/batches \
+		-max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 -artifact_prefix=.fuzz/
+	.venv/bin/python fuzz/fuzz_decoders.py -merge=1 fuzz/corpus/requests .fuzz/new
+	.venv/bin/python fuzz/fuzz_broker.py --frames $(FUZZ_FRAMES)
+
 clean:
-	rm -rf .venv .pytest_cache .hypothesis build src/*.egg-info
+	rm -rf .venv .pytest_cache .hypothesis .fuzz build src/*.egg-info

@@ -127,7 +127,7 @@ class Connection(asyncio.BufferedProtocol):
         if self.writer is not None:
             self.writer.cancel()
         while not self.pending.empty():
-            _, task, _, _ = self.pending.get_nowait()
+            task, _, _, _ = self.pending.get_nowait()
             if isinstance(task, asyncio.Task):
                 task.cancel()
         self._release_all()
