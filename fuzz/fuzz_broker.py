@@ -20,6 +20,7 @@ request of those kinds succeeding is not a bug, and would defeat the final check
 from __future__ import annotations
 
 import argparse
+import collections
 import random
 import socket
 import struct
@@ -102,6 +103,20 @@ def worker(bootstrap: str, frames: int, seed: int, corpus: list[bytes],
         counter[0] += 1
 
 
+def unexpected_errors(log_text: str) -> collections.Counter:
+    """Tracebacks in the broker's log, by (request, exception): the fuzzer's findings."""
+    found = collections.Counter()
+    request = "?"
+    for line in log_text.splitlines():
+        if "unexpected error in" in line or "failed to send a response" in line:
+            request = line.split(": ", 1)[-1]
+            request = " ".join(request.split()[:5])
+        elif line and not line[0].isspace() and not line[0].isdigit() \
+                and not line.startswith("Traceback") and ("Error" in line or "Exception" in line):
+            found[f"{request}: {line[:160]}"] += 1
+    return found
+
+
 def api_versions_answered(bootstrap: str) -> bool:
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
@@ -153,9 +168,8 @@ def main() -> int:
                   f"broker peak RSS {peak_mib:.0f} MiB, {len(client.acknowledged)} "
                   f"acknowledged records intact, {len(log_text.splitlines())} log lines, "
                   f"{tracebacks} tracebacks")
-            if tracebacks:
-                first = log_text.index("Traceback")
-                print("first traceback:\n" + log_text[first:first + 2000])
+            for kind, count in unexpected_errors(log_text).most_common():
+                print(f"  {count:6d} x {kind}")
             return 1 if tracebacks else 0
         finally:
             broker.kill()

@@ -139,3 +139,17 @@ def _uvarint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+@pytest.mark.parametrize("api_key,version,body", [
+    (10, 4, b"\x00\x02\x00\x00"),  # FindCoordinator v4: key_type 0, coordinator_keys [null]
+    (16, 4, b"\x02\x00\x00"),          # ListGroups v4: states_filter [null]
+], ids=["find-coordinator-v4", "list-groups-v4"])
+def test_a_null_inside_a_string_array_is_refused(api_key, version, body):
+    """Found by fuzz/fuzz_broker.py: a null element of a []string array passed the decoder
+    and reached the handler, which failed with AttributeError (UNKNOWN_SERVER_ERROR and a
+    traceback per request). Kafka's schemas never allow such nulls; now INVALID_REQUEST."""
+    data = frame(api_key, version, body)
+    with pytest.raises(KafkaError) as refused:
+        decode_request(decode_request_header(data), data)
+    assert "holds a null" in refused.value.message

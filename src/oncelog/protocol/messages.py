@@ -357,6 +357,11 @@ def _check_nulls(value, checks: tuple, path: str) -> None:
         if nested:
             for element in (item if is_array else (item,)):
                 _check_nulls(element, nested, f"{path}.{name}")
+        elif is_array and None in item:
+            # The elements of []string and []bytes arrays are never nullable in Kafka's
+            # schemas (the fuzzer found a null in FindCoordinator v4's coordinator keys and
+            # ListGroups v4's states filter reaching their handlers).
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"{path}.{name} holds a null")
 
 
 def can_encode(api_key: int, api_version: int) -> bool:
