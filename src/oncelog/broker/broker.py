@@ -112,8 +112,12 @@ class Broker:
             self.group_coordinator.load()
         loop = asyncio.get_running_loop()
         try:
+            # In cluster mode the socket is bound (so the advertised port is known) but
+            # nothing is accepted until this broker is registered and holds the cluster's
+            # view: a restarted broker must not answer Metadata with an empty cluster.
             server = await loop.create_server(lambda: Connection(self), self.listen_host,
-                                              self.listen_port, reuse_address=True, backlog=1024)
+                                              self.listen_port, reuse_address=True, backlog=1024,
+                                              start_serving=not self.cluster_mode)
         except OSError as error:
             self.partitions.close()
             raise ConfigError(f"cannot listen on {self.listen_host}:{self.listen_port}: "
@@ -131,6 +135,7 @@ class Broker:
                 await asyncio.to_thread(self.store.close)
                 raise ConfigError(str(error)) from None
             self.membership.apply_snapshot(snapshot)
+            await server.start_serving()
         else:
             self._register()
         log.info("broker %d listening on %s:%d (advertised as %s:%d), data in %s, cluster %s",
@@ -176,13 +181,26 @@ class Broker:
     def _register_in_cluster(self):
         """Register (after listening, so the advertised port is known) and read the
         cluster's state, in a thread; the caller applies it on the event loop."""
-        try:
-            self.membership.register()
-        except NodeIdInUse:
-            other = self.store.live_brokers().get(self.node_id)
-            where = f" at {other.host}:{other.port}" if other else ""
-            raise ConfigError(f"node.id {self.node_id} is already registered by a live "
-                              f"broker{where}; give each broker its own node.id") from None
+        session_s = self.config["zookeeper.session.timeout.ms"] / 1000
+        deadline = time.monotonic() + session_s + 2
+        while True:
+            try:
+                self.membership.register()
+                break
+            except NodeIdInUse:
+                other = self.store.live_brokers().get(self.node_id)
+                ours = other is not None and (other.host, other.port) == (
+                    self.advertised_host, self.advertised_port)
+                # Our own previous incarnation (killed, restarted within its session):
+                # ZooKeeper removes its registration when that session expires; wait.
+                if ours and time.monotonic() < deadline:
+                    log.info("node.id %d is still registered by this broker's previous "
+                             "session; waiting for it to expire", self.node_id)
+                    time.sleep(0.5)
+                    continue
+                where = f" at {other.host}:{other.port}" if other else ""
+                raise ConfigError(f"node.id {self.node_id} is already registered by a live "
+                                  f"broker{where}; give each broker its own node.id") from None
         return self.membership.read_snapshot()
 
     def _register(self) -> None:

@@ -45,7 +45,7 @@ async def dispatch(ctx: RequestContext, request):
     try:
         return await handler.handle(ctx, request)
     except KafkaError as error:
-        log.info("%s v%d from %s: %s", ctx.api_key.name, ctx.api_version, ctx.client_address,
+        log.debug("%s v%d from %s: %s", ctx.api_key.name, ctx.api_version, ctx.client_address,
                  error)
         return handler.error_response(request, error.code, error.message)
     except Exception:

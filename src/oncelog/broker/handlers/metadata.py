@@ -59,6 +59,9 @@ def _requested_topic(ctx: RequestContext, name: str | None, allow_create: bool) 
     try:
         topic = manager.create_topic(name)
     except KafkaError as error:
+        if error.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            # Another broker created it a moment ago; our view catches up shortly.
+            return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
         log.warning("auto-creating topic %r failed: %s", name, error)
         return _error_entry(name, error.code)
     return _topic_entry(ctx, topic)

@@ -19,7 +19,7 @@ from typing import Callable, Iterator, Sequence
 
 from ...partition import AppendOrigin, Partition, PartitionManager
 from ...protocol.batches import iter_headers
-from ...protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.records import decode_records, make_batch
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,20 @@ class OffsetsTopic:
         except asyncio.TimeoutError:
             return ErrorCode.REQUEST_TIMED_OUT
         return _COMMIT_ERRORS.get(code, code)
+
+    async def wait_for_group_replication(self, coordinator, group_id: str,
+                                         timeout_ms: int) -> ErrorCode:
+        """``wait_for_replication`` for the group's partition; NONE when it has none here
+        (the coordinator already answered NOT_COORDINATOR then)."""
+        index = coordinator.partition_for(group_id)
+        if index < 0 or not coordinator.is_coordinator_for(group_id):
+            return ErrorCode.NONE
+        try:
+            code = await self.wait_for_replication(index, timeout_ms)
+        except KafkaError:
+            return ErrorCode.NOT_COORDINATOR
+        # REQUEST_TIMED_OUT is not a JoinGroup/SyncGroup error clients retry on
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.REQUEST_TIMED_OUT else code
 
     async def wait_for_flush(self, index: int, flusher) -> None:
         """With ``log.flush.policy=ack``, what a commit wrote survives a power loss once
