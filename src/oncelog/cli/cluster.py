@@ -100,3 +100,44 @@ def cluster_status(bootstrap) -> None:
                        f"isr {list(partition.isr_nodes)}")
     if offline:
         sys.exit(2)
+
+
+@cluster.command("acks-table")
+@click.option("--cycles", type=click.IntRange(1, 20), default=3, show_default=True,
+              help="Leader failures per row.")
+@click.option("--rate", type=click.IntRange(10, 5000), default=200, show_default=True,
+              help="Records per second the producer of each row sends.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("acks-table-out"), show_default=True,
+              help="The cluster's data and logs, and results.json.")
+def cluster_acks_table(cycles, rate, data_dir) -> None:
+    """Measure acks=0/1/all, min.insync.replicas and unclean election side by side on a
+    3-broker cluster whose leaders keep dying (docs/cluster.md explains each row)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..cluster.acks_table import AcksTable, write_results
+    from ..cluster.zookeeper_process import ZooKeeperNotInstalled, ZooKeeperStartError
+
+    console = Console() if Console().is_terminal else Console(width=120)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    table_run = AcksTable(data_dir / "cluster", cycles=cycles, rate=rate,
+                          progress=lambda line: console.print(f"  {line}", highlight=False))
+    try:
+        results = table_run.run()
+    except (ZooKeeperNotInstalled, ZooKeeperStartError) as error:
+        raise Failure(str(error)) from None
+    except (RuntimeError, TimeoutError) as error:
+        raise Failure(f"the acks table could not run: {str(error).splitlines()[0]}") from None
+    write_results(results, data_dir / "results.json")
+    table = Table(title=f"{cycles} leader failures per row, RF 3, {rate} records/s")
+    for column in ("setting", "leader failure", "acknowledged", "lost", "duplicated",
+                   "unavailable s"):
+        table.add_column(column, justify="left" if column in ("setting", "leader failure")
+                         else "right")
+    for result in results:
+        table.add_row(result.row.label, result.row.cycle, str(result.acknowledged),
+                      str(result.lost), str(result.duplicated), f"{result.unavailable_s:g}")
+    console.print(table)
+    console.print(f"results in {data_dir / 'results.json'}; broker logs in "
+                  f"{data_dir / 'cluster'}", highlight=False)
