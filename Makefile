@@ -1,7 +1,7 @@
 # The two commands of the README's quick start:
 #   make demo   set everything up, then run the main job on the embedded defaults
 #   make test   set everything up, then run the whole test suite
-.PHONY: setup demo test test-fast bench fuzz clean
+.PHONY: setup demo test test-fast bench bench-cluster fuzz clean
 
 setup: .venv/.installed
 
@@ -19,6 +19,9 @@ test-fast: setup
 
 bench: setup
 	.venv/bin/python benchmarks/throughput.py
+
+bench-cluster: setup
+	.venv/bin/python benchmarks/cluster.py
 
 # Long fuzzing, not part of `make test`: the decoders for FUZZ_SECONDS under coverage
 # guidance (new findings merged into fuzz/corpus/), then FUZZ_FRAMES mutated frames thrown
