@@ -14,8 +14,9 @@ may still be committed later, as in Kafka). Other acks values get INVALID_REQUIR
 
 Ordering invariant: every append happens before this coroutine's first ``await`` (see
 ``broker.server``), so pipelined requests append in the order they arrived.
-Version notes: v8 adds per-partition error messages; v10 the current-leader tagged field,
-which we leave at its default (omitted); clients refresh metadata on NOT_LEADER_OR_FOLLOWER.
+Version notes: v8 adds per-partition error messages; v10 the current-leader and node-endpoint
+tagged fields (KIP-951), filled on NOT_LEADER_OR_FOLLOWER when this broker knows the leader
+and omitted otherwise (a default tagged field is never written).
 """
 
 from __future__ import annotations
@@ -67,7 +68,31 @@ async def handle(ctx: RequestContext, request) -> ProduceResponse:
         if ctx.broker.config["log.flush.policy"] == "ack":
             await _wait_for_flush(ctx, [(r, p) for r, p, _ in appended
                                         if r.error_code == ErrorCode.NONE])
-    return ProduceResponse(responses=topics, throttle_time_ms=0)
+    return ProduceResponse(responses=topics, throttle_time_ms=0,
+                           node_endpoints=_point_to_leaders(ctx, topics))
+
+
+def _point_to_leaders(ctx: RequestContext, topics) -> list:
+    """KIP-951: a NOT_LEADER_OR_FOLLOWER entry names the leader we know (v10+ tagged
+    fields), with its endpoint, so the client moves there at once instead of waiting for
+    its next metadata refresh (librdkafka otherwise re-queries about a second later)."""
+    leaders: set[int] = set()
+    for topic in topics:
+        known = ctx.partitions.topics.get(topic.name)
+        for result in topic.partition_responses:
+            if result.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER or known is None:
+                continue
+            if not 0 <= result.index < len(known.states):
+                continue
+            state = known.states[result.index]
+            if state.has_leader and state.leader != ctx.broker.node_id \
+                    and state.leader in ctx.broker.live_brokers:
+                result.current_leader = PartitionResult.LeaderIdAndEpoch(
+                    leader_id=state.leader, leader_epoch=state.leader_epoch)
+                leaders.add(state.leader)
+    return [ProduceResponse.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port,
+                                         rack=b.rack)
+            for b in (ctx.broker.live_brokers[n] for n in sorted(leaders))]
 
 
 def _append(ctx: RequestContext, topic: str, data, acks: int):
