@@ -42,11 +42,13 @@ class Controller:
         changed = 0
         for record in self.store.load_topics().values():
             unclean = self.unclean_for(record)
-            for index in range(record.partitions):
+            states = self.store.partition_states(record.name, record.partitions)
+            for index, state in enumerate(states):
                 replicas = record.replicas(index)
-                changed += self._update(
-                    record.name, index,
-                    lambda state: elections.on_brokers_changed(state, replicas, live, unclean))
+                rule = lambda state: elections.on_brokers_changed(state, replicas, live, unclean)
+                # read all at once; only a partition that needs a change is read again
+                if state is not None and rule(state) is not None:
+                    changed += self._update(record.name, index, rule, first=state)
         return changed
 
     def move_leadership_away(self) -> int:
@@ -64,9 +66,11 @@ class Controller:
         return moved
 
     def _update(self, topic: str, index: int,
-                rule: Callable[[PartitionState], PartitionState | None]) -> int:
-        for _ in range(MAX_ATTEMPTS):
-            state = self.store.partition_state(topic, index)
+                rule: Callable[[PartitionState], PartitionState | None],
+                first: PartitionState | None = None) -> int:
+        for attempt in range(MAX_ATTEMPTS):
+            state = first if attempt == 0 and first is not None else \
+                self.store.partition_state(topic, index)
             if state is None:
                 return 0
             new = rule(state)

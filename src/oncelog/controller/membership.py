@@ -124,7 +124,7 @@ class ClusterMembership:
 
     def read_snapshot(self):
         topics = self.store.load_topics()
-        states = {name: [self.store.partition_state(name, i) for i in range(record.partitions)]
+        states = {name: self.store.partition_states(name, record.partitions)
                   for name, record in topics.items()}
         return topics, states, self.store.live_brokers(), self.store.controller_id()
 

@@ -170,6 +170,10 @@ class MetadataStore(abc.ABC):
     def partition_state(self, topic: str, index: int) -> PartitionState | None:
         """The current state with its ``version``, or None if there is none."""
 
+    def partition_states(self, topic: str, count: int) -> list[PartitionState | None]:
+        """The states of partitions 0..count-1 (an implementation may ask for all at once)."""
+        return [self.partition_state(topic, index) for index in range(count)]
+
     @abc.abstractmethod
     def compare_and_set_partition_state(self, topic: str, index: int,
                                         state: PartitionState) -> PartitionState | None:

@@ -631,6 +631,28 @@ class ZooKeeperMetadataStore(MetadataStore):
             data, stat = self._request(self.client.get_async, partition_state_path(topic, index))
         except NoNodeError:
             return None
+        return self._parse_state(data, stat)
+
+    def partition_states(self, topic: str, count: int) -> list[PartitionState | None]:
+        """Every request sent before the first answer is awaited: one round trip for a
+        whole topic (the metadata sync and the controller read them all on every change).
+        A request that fails for another reason than a missing node is asked again alone,
+        with ``partition_state``'s retries."""
+        pending = [self.client.get_async(partition_state_path(topic, index))
+                   for index in range(count)]
+        timeout_s = max(2.0, self.session_timeout_ms / 1000)
+        states: list[PartitionState | None] = []
+        for index, answer in enumerate(pending):
+            try:
+                states.append(self._parse_state(*answer.get(timeout=timeout_s)))
+            except NoNodeError:
+                states.append(None)
+            except Exception:
+                states.append(self.partition_state(topic, index))
+        return states
+
+    @staticmethod
+    def _parse_state(data: bytes, stat) -> PartitionState:
         document = json.loads(data)
         return PartitionState(leader=int(document.get("leader", NO_LEADER)),
                               leader_epoch=int(document.get("leader_epoch", 0)),

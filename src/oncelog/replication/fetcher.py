@@ -15,9 +15,11 @@ Each round:
    comes back with them. Our fetch offset is how the leader learns what we have, which is
    what moves its high watermark and keeps us in the ISR.
 
-Errors: a partition answered NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
-or UNKNOWN_TOPIC_OR_PARTITION waits ``replica.fetch.backoff.ms`` (the metadata store will
-tell us of the new state meanwhile); OFFSET_OUT_OF_RANGE with our log end before the
+Errors: a partition answered FENCED_LEADER_EPOCH or UNKNOWN_TOPIC_OR_PARTITION waits
+``replica.fetch.backoff.ms`` (the metadata store will tell us of the new state meanwhile);
+UNKNOWN_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER mean the leader has not yet applied the
+state we know (brokers learn from the store independently), so they are retried after
+20 ms; any back-off ends when the partition's leader epoch changes; OFFSET_OUT_OF_RANGE with our log end before the
 leader's log start starts our log over at the leader's start (retention), otherwise it
 triggers a new truncation check. A lost connection backs off and reconnects.
 """
@@ -38,6 +40,10 @@ log = logging.getLogger(__name__)
 
 FETCH_VERSION = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+# The leader has not applied the state we already know (it learns from the store a moment
+# after us): ask again soon, not after a whole replica.fetch.backoff.ms.
+_LEADER_CATCHING_UP = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+CATCH_UP_RETRY_S = 0.02
 _RETRY_LATER = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                 ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE,
@@ -60,7 +66,7 @@ class ReplicaFetcher:
         self.client = BrokerClient(host, port,
                                    timeout_s=self.wait_max_ms / 1000 + 30)
         self._checked_epoch: dict[str, int] = {}  # partition -> leader epoch we truncated for
-        self._retry_at: dict[str, float] = {}
+        self._retry_at: dict[str, tuple[float, int]] = {}  # partition -> (when, for epoch)
         self.wake = asyncio.Event()
 
     def __repr__(self) -> str:
@@ -70,7 +76,12 @@ class ReplicaFetcher:
         now = time.monotonic()
         return [p for p in self._partitions()
                 if p.leader_id == self.leader_id and not p.is_leader
-                and self._retry_at.get(str(p), 0) <= now]
+                and not self._backing_off(p, now)]
+
+    def _backing_off(self, partition: Partition, now: float) -> bool:
+        """A back-off ends early when the partition's leader epoch changed since."""
+        until, epoch = self._retry_at.get(str(partition), (0.0, -1))
+        return now < until and epoch == partition.leader_epoch
 
     async def run(self) -> None:
         connected = True
@@ -80,7 +91,7 @@ class ReplicaFetcher:
                 if not partitions:
                     self.wake.clear()
                     try:
-                        await asyncio.wait_for(self.wake.wait(), self.backoff_s or 0.1)
+                        await asyncio.wait_for(self.wake.wait(), self._idle_wait_s())
                     except asyncio.TimeoutError:
                         pass
                     continue
@@ -98,6 +109,12 @@ class ReplicaFetcher:
                     await asyncio.sleep(self.backoff_s)
         finally:
             self.client.close()
+
+    def _idle_wait_s(self) -> float:
+        """Until the earliest back-off ends (or a state change wakes us)."""
+        now = time.monotonic()
+        ends = [until - now for until, _ in self._retry_at.values() if until > now]
+        return max(0.005, min(ends, default=self.backoff_s or 0.1))
 
     # -- truncation ------------------------------------------------------------------------
 
@@ -143,8 +160,8 @@ class ReplicaFetcher:
 
     async def _fetch(self, partitions: list[Partition]) -> None:
         ready = [p for p in partitions if self._checked_epoch.get(str(p)) == p.leader_epoch]
-        if not ready:
-            await asyncio.sleep(self.backoff_s or 0.05)
+        if not ready:  # truncation must be retried first; partitions backing off are not here
+            await asyncio.sleep(CATCH_UP_RETRY_S)
             return
         asked = {(p.topic, p.index): (p, p.leader_epoch, p.log_end_offset) for p in ready}
         topics: dict[str, list] = {}
@@ -191,6 +208,8 @@ class ReplicaFetcher:
             self._checked_epoch.pop(str(partition), None)
 
     def _retry_later(self, partition: Partition, code: ErrorCode) -> None:
-        log.debug("%s: %s from leader %d; retrying in %.1f s", partition, code.name,
-                  self.leader_id, self.backoff_s)
-        self._retry_at[str(partition)] = time.monotonic() + self.backoff_s
+        delay_s = min(CATCH_UP_RETRY_S, self.backoff_s) if code in _LEADER_CATCHING_UP \
+            else self.backoff_s
+        log.debug("%s: %s from leader %d; retrying in %.2f s", partition, code.name,
+                  self.leader_id, delay_s)
+        self._retry_at[str(partition)] = (time.monotonic() + delay_s, partition.leader_epoch)
