@@ -51,32 +51,75 @@ def _write_bytes(value: bytes | None) -> bytes:
     return _write_varint(len(value)) + value
 
 
+# A batch may decompress to at most this much (oncelog's own bound). Producers build
+# batches of about a megabyte before compression; without a bound, a small batch crafted
+# to expand a thousandfold (a "decompression bomb") would make the broker allocate
+# gigabytes when ListOffsets looks up a timestamp in it.
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+_FIRST_GUESS_RATIO = 16
+
+
 def decompress(codec: int, data: bytes) -> bytes:
+    """The batch body, decompressed into at most MAX_DECOMPRESSED_BYTES."""
     try:
         if codec == NONE:
             return data
         if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(data))
+            return _bounded(cramjam.gzip.decompress_into, data)
         if codec == SNAPPY:
             if data.startswith(_XERIAL_MAGIC):
                 return _decompress_xerial(data)
-            return bytes(cramjam.snappy.decompress_raw(data))
+            return _snappy_raw(data)
         if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            return _bounded(cramjam.lz4.decompress_into, data)
         if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _bounded(cramjam.zstd.decompress_into, data)
     except cramjam.DecompressionError as error:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"cannot decompress batch: {error}") from None
     raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"compression type {codec}")
 
 
+def _bounded(decompress_into, data: bytes) -> bytes:
+    """Decompress into a buffer that grows fourfold while too small, never past the bound:
+    memory follows what the batch really holds, up to MAX_DECOMPRESSED_BYTES."""
+    size = min(MAX_DECOMPRESSED_BYTES, max(64 * 1024, _FIRST_GUESS_RATIO * len(data)))
+    while True:
+        buffer = bytearray(size)
+        try:
+            written = decompress_into(data, buffer)
+        except cramjam.DecompressionError as error:
+            if "whole buffer" not in str(error):
+                raise
+            if size >= MAX_DECOMPRESSED_BYTES:
+                raise KafkaError(ErrorCode.CORRUPT_MESSAGE,
+                                 f"batch decompresses to more than {MAX_DECOMPRESSED_BYTES} "
+                                 "bytes") from None
+            size = min(MAX_DECOMPRESSED_BYTES, size * 4)
+            continue
+        return bytes(memoryview(buffer)[:written])
+
+
+def _snappy_raw(data: bytes) -> bytes:
+    length = cramjam.snappy.decompress_raw_len(data)  # raw snappy states its length first
+    if length > MAX_DECOMPRESSED_BYTES:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE,
+                         f"batch decompresses to {length} bytes, more than "
+                         f"{MAX_DECOMPRESSED_BYTES}")
+    return bytes(cramjam.snappy.decompress_raw(data))
+
+
 def _decompress_xerial(data: bytes) -> bytes:
     # Java's snappy-java stream format: 16-byte header, then (int32 length, raw block)*.
-    out, position = [], 16
+    out, position, total = [], 16, 0
     while position + 4 <= len(data):
         (length,) = struct.unpack_from(">i", data, position)
         position += 4
-        out.append(bytes(cramjam.snappy.decompress_raw(data[position:position + length])))
+        block = data[position:position + length]
+        total += cramjam.snappy.decompress_raw_len(block)
+        if total > MAX_DECOMPRESSED_BYTES:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "batch decompresses to more than "
+                                                        f"{MAX_DECOMPRESSED_BYTES} bytes")
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
         position += length
     return b"".join(out)
 
