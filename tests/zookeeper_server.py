@@ -50,11 +50,11 @@ def expire_session(store) -> None:
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0,
-             what: str = "condition") -> object:
+             what: str = "condition", interval_s: float = 0.02) -> object:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.02)
+        time.sleep(interval_s)
     raise AssertionError(f"{what} did not hold within {timeout_s} s")

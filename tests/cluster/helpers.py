@@ -18,6 +18,7 @@ from oncelog.protocol import messages
 from oncelog.protocol.batches import iter_headers
 from oncelog.protocol.records import decode_records, make_batch
 from oncelog.storage import Log, LogConfig
+from tests.zookeeper_server import wait_for
 
 SESSION_MS = 2000
 FAST = {
@@ -32,13 +33,8 @@ FAST = {
 
 
 def wait_until(predicate: Callable[[], object], timeout_s: float = 30.0, what: str = "it"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} did not happen within {timeout_s} s")
+    # 0.1 s between polls: a predicate here usually asks a broker for metadata
+    return wait_for(predicate, timeout_s, what, interval_s=0.1)
 
 
 def admin(cluster: LocalCluster, node_ids: list[int] | None = None) -> AdminClient:

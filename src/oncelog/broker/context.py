@@ -23,3 +23,11 @@ class RequestContext:
     @property
     def partitions(self):
         return self.broker.partitions
+
+    async def wait_for_group_records(self, group_id: str):
+        """Once a group operation wrote to ``__consumer_offsets``: wait until the ISR has it,
+        so a coordinator failover cannot bring back an older generation (Kafka's coordinator
+        appends with acks=all). Returns the ErrorCode to answer with (NONE to go on)."""
+        broker = self.broker
+        return await broker.offsets_topic.wait_for_group_replication(
+            broker.group_coordinator, group_id, broker.config["offsets.commit.timeout.ms"])

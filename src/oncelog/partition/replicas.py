@@ -24,9 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
-class CommittedIsr:
+class _IsrBase:
+    """What the three states share: ``isr`` is the committed ISR (the store's)."""
     isr: tuple[int, ...]
+    is_pending = True
 
     @property
     def committed(self) -> tuple[int, ...]:
@@ -36,45 +37,29 @@ class CommittedIsr:
     def maximal(self) -> tuple[int, ...]:
         return self.isr
 
-    @property
-    def is_pending(self) -> bool:
-        return False
+
+@dataclass(frozen=True)
+class CommittedIsr(_IsrBase):
+    isr: tuple[int, ...]
+    is_pending = False
 
 
 @dataclass(frozen=True)
-class PendingExpand:
+class PendingExpand(_IsrBase):
     isr: tuple[int, ...]
     adding: int
-
-    @property
-    def committed(self) -> tuple[int, ...]:
-        return self.isr
 
     @property
     def maximal(self) -> tuple[int, ...]:
         return (*self.isr, self.adding)
 
-    @property
-    def is_pending(self) -> bool:
-        return True
-
 
 @dataclass(frozen=True)
-class PendingShrink:
+class PendingShrink(_IsrBase):
+    """``maximal`` stays the committed ISR: the replicas being removed still count for the
+    high watermark until the store confirms their removal."""
     isr: tuple[int, ...]
     removing: tuple[int, ...]
-
-    @property
-    def committed(self) -> tuple[int, ...]:
-        return self.isr
-
-    @property
-    def maximal(self) -> tuple[int, ...]:
-        return self.isr
-
-    @property
-    def is_pending(self) -> bool:
-        return True
 
 
 IsrState = CommittedIsr | PendingExpand | PendingShrink

@@ -52,11 +52,7 @@ async def handle(ctx: RequestContext, request) -> JoinGroupResponse:
     ctx.broker.group_coordinator.join_group(params, respond)
     result = await answered
     if result.error == ErrorCode.NONE:
-        # A static member's replacement is written to __consumer_offsets: answer once the
-        # ISR has it (see sync_group).
-        code = await ctx.broker.offsets_topic.wait_for_group_replication(
-            ctx.broker.group_coordinator, request.group_id,
-            ctx.broker.config["offsets.commit.timeout.ms"])
+        code = await ctx.wait_for_group_records(request.group_id)
         if code != ErrorCode.NONE:
             return error_response(request, code, None)
     return _response(result, version)

@@ -41,12 +41,7 @@ async def handle(ctx: RequestContext, request) -> SyncGroupResponse:
     ctx.broker.group_coordinator.sync_group(params, respond)
     result = await answered
     if result.error == ErrorCode.NONE:
-        # The assignment was written to __consumer_offsets: answer once the ISR has it,
-        # so a coordinator failover cannot bring back an older generation (Kafka's
-        # coordinator appends with acks=all).
-        code = await ctx.broker.offsets_topic.wait_for_group_replication(
-            ctx.broker.group_coordinator, request.group_id,
-            ctx.broker.config["offsets.commit.timeout.ms"])
+        code = await ctx.wait_for_group_records(request.group_id)
         if code != ErrorCode.NONE:
             return error_response(request, code, None)
     return SyncGroupResponse(throttle_time_ms=0, error_code=result.error,
