@@ -61,7 +61,8 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int = 1, replicat
 
 def partitions_of(cluster: LocalCluster, topic: str, node_ids: list[int] | None = None) -> dict:
     try:
-        metadata = admin(cluster, node_ids).list_topics(topic, timeout=5)
+        # every topic: naming one makes librdkafka's admin handle ask Metadata to create it
+        metadata = admin(cluster, node_ids).list_topics(timeout=5)
     except Exception:
         return {}
     found = metadata.topics.get(topic)
@@ -72,6 +73,13 @@ def leader_of(cluster: LocalCluster, topic: str, partition: int = 0,
               node_ids: list[int] | None = None) -> int:
     found = partitions_of(cluster, topic, node_ids).get(partition)
     return found.leader if found is not None else -1
+
+
+def wait_for_leader(cluster: LocalCluster, topic: str, partition: int = 0,
+                    node_ids: list[int] | None = None) -> int:
+    """The partition's leader, once a broker answers with one (node ids start at 1)."""
+    return wait_until(lambda: max(leader_of(cluster, topic, partition, node_ids), 0),
+                      what=f"a leader for {topic}-{partition}")
 
 
 def isr_of(cluster: LocalCluster, topic: str, partition: int = 0,

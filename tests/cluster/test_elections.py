@@ -10,7 +10,7 @@ import pytest
 from oncelog.protocol.errors import ErrorCode
 
 from .helpers import (SESSION_MS, consume_all, create_topic, isr_of, leader_of,
-                      partitions_of, producer, raw_produce, wait_until)
+                      partitions_of, producer, raw_produce, wait_for_leader, wait_until)
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +90,7 @@ def test_a_paused_leader_whose_session_expired_acknowledges_nothing_when_resumed
 
     cluster = cluster_factory(3)
     create_topic(cluster, "orders", replication=3)
-    old = leader_of(cluster, "orders")
+    old = wait_for_leader(cluster, "orders")
     P = messages.ProduceRequest
     request = P(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
         P.TopicProduceData(name="orders", partition_data=[

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from .helpers import (SESSION_MS, consume_all, create_topic, isr_of, leader_of, producer,
-                      replica_values, wait_until)
+                      replica_values, wait_for_leader, wait_until)
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,7 @@ def lose_acks_1_records(cluster):
     for i in range(10):
         before.produce("clicks", b"replicated-%d" % i)
     assert before.flush(15) == 0
-    leader = leader_of(cluster, "clicks")
+    leader = wait_for_leader(cluster, "clicks")
     followers = [n for n in (1, 2, 3) if n != leader]
     for follower in followers:
         cluster.pause(follower)

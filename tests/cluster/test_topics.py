@@ -8,7 +8,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from oncelog.protocol.errors import ErrorCode
 
-from .helpers import create_topic, partitions_of, raw_produce, wait_until
+from .helpers import (create_topic, partitions_of, raw_produce, wait_for_leader,
+                      wait_until)
 
 pytestmark = pytest.mark.slow
 
@@ -29,21 +30,23 @@ def test_create_grow_and_delete_through_one_broker_is_seen_by_all(cluster_factor
         assert all(len(p.replicas) == 2 and p.leader >= 0 for p in grown.values())
     wait_until(lambda: all(len(p.isrs) == 2 for p in partitions_of(cluster, "inventory").values()),
                what="the new partitions in sync")
-    leader = partitions_of(cluster, "inventory")[4].leader
+    leader = wait_for_leader(cluster, "inventory", 4)
     assert raw_produce(cluster.broker(leader).bootstrap, "inventory", b"x", acks=-1,
                        partition=4) == ErrorCode.NONE
-    through(cluster, 2).delete_topics(["inventory"])["inventory"].result(15)
+    other = through(cluster, 2)  # held: a collected client fails its futures
+    other.delete_topics(["inventory"])["inventory"].result(15)
     for node in (1, 2, 3):
         wait_until(lambda: not partitions_of(cluster, "inventory", node_ids=[node]),
                    what=f"broker {node} forgetting the topic")
     directories = [cluster.broker(n).data_dir for n in (1, 2, 3)]
-    wait_until(lambda: not any(d.glob("inventory-*") for d in directories),
+    wait_until(lambda: not any(any(d.glob("inventory-*")) for d in directories),
                what="every replica's files removed")
 
 
 def test_a_replication_factor_above_the_live_brokers_is_refused(cluster_factory):
     cluster = cluster_factory(2)
-    futures = through(cluster, 1).create_topics([NewTopic("too-wide", 1, 3)])
+    admin = through(cluster, 1)
+    futures = admin.create_topics([NewTopic("too-wide", 1, 3)])
     error = futures["too-wide"].exception(15)
     assert error is not None
     assert error.args[0].code() == ErrorCode.INVALID_REPLICATION_FACTOR

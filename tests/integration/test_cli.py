@@ -24,7 +24,8 @@ def test_topics_lifecycle(broker):
     assert "orders\t3 partitions" in oncelog("topics", "list", *b).stdout
     described = oncelog("topics", "describe", "orders", *b).stdout
     assert "orders: 3 partitions" in described and "retention.ms=60000" in described
-    assert described.count("\t1\t[1]\t[1]\t0\t0") == 3  # leader, replicas, isr, offsets
+    # leader, leader epoch, replicas, isr, offline replicas, offsets
+    assert described.count("\t1\t0\t[1]\t[1]\t[]\t0\t0") == 3
     again = oncelog("topics", "create", "orders", *b, check=False)
     assert again.returncode == 1
     assert again.stderr.count("\n") == 1 and "already exists" in again.stderr

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 CONTROLLER_PASS_INTERVAL_S = 5.0
+HIGH_WATERMARK_CHECKPOINT_INTERVAL_S = 5.0
 
 
 class ClusterMembership:
@@ -86,6 +87,7 @@ class ClusterMembership:
             tasks.create_task(self._controller_loop())
             tasks.create_task(self._isr_shrink_loop())
             tasks.create_task(self._lease_loop())
+            tasks.create_task(self._checkpoint_loop())
             self._metadata_dirty.set()
             self._controller_dirty.set()
 
@@ -213,6 +215,18 @@ class ClusterMembership:
                 proposed = partition.maybe_shrink_isr(lag_ms)
                 if proposed is not None:
                     self._on_isr_proposal(partition, proposed)
+
+    async def _checkpoint_loop(self) -> None:
+        """Every replica's HW on disk every few seconds (Kafka's
+        ``replica.high.watermark.checkpoint.interval.ms``, 5 s): after kill -9 a broker
+        restarts near the HW it had, not at its log start."""
+        while True:
+            await asyncio.sleep(HIGH_WATERMARK_CHECKPOINT_INTERVAL_S)
+            for partition in list(self.partitions.all_partitions()):
+                try:
+                    partition.checkpoint_high_watermark()
+                except OSError as error:
+                    log.error("%s: cannot checkpoint the high watermark: %s", partition, error)
 
     # -- the lease -------------------------------------------------------------------------
 

@@ -195,6 +195,14 @@ class Partition:
         return self.leader_id == self.replica_id
 
     @property
+    def high_watermark_current(self) -> bool:
+        """A new leader's HW may still be below what the previous leader had exposed (it
+        catches up as followers fetch); until it reaches the start of our leader epoch it is
+        not an offset to report (Kafka's KIP-207: ListOffsets gets OFFSET_NOT_AVAILABLE)."""
+        entries = self.epoch_cache.entries
+        return not entries or self.high_watermark >= entries[-1][1]
+
+    @property
     def isr(self) -> tuple[int, ...]:
         """The committed ISR: what the metadata store holds."""
         return self.isr_state.committed

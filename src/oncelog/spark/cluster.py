@@ -9,6 +9,7 @@ last stable offset under ``read_committed``. Topic lookups never create a topic.
 from __future__ import annotations
 
 import logging
+import time
 
 from .errors import SourceError, SourceOptionError
 from .offsets import Offsets, TopicPartition
@@ -98,14 +99,37 @@ class Cluster:
         from confluent_kafka import TopicPartition as KafkaTopicPartition
         isolation = (IsolationLevel.READ_COMMITTED if self._options.read_committed
                      else IsolationLevel.READ_UNCOMMITTED)
-        request = {KafkaTopicPartition(t, p): spec for t, p in partitions}
-        futures = self._client().list_offsets(request, isolation_level=isolation,
-                                              request_timeout=self._timeout)
         result: Offsets = {}
-        for tp, future in futures.items():
-            try:
-                result[(tp.topic, tp.partition)] = future.result().offset
-            except KafkaException as error:
-                raise SourceError(f"cannot look up offsets of {tp.topic}-{tp.partition} at "
-                                  f"{self._options.bootstrap}: {error.args[0].str()}") from None
+        pending = [KafkaTopicPartition(t, p) for t, p in partitions]
+        deadline = time.monotonic() + self._timeout
+        while pending:
+            futures = self._client().list_offsets({tp: spec for tp in pending},
+                                                  isolation_level=isolation,
+                                                  request_timeout=self._timeout)
+            pending = []
+            for tp, future in futures.items():
+                try:
+                    result[(tp.topic, tp.partition)] = future.result().offset
+                except KafkaException as error:
+                    # retriable: a leader moving, or a new leader whose high watermark is
+                    # still catching up (OFFSET_NOT_AVAILABLE); ask again until the timeout
+                    if _retriable(error.args[0]) and time.monotonic() < deadline:
+                        pending.append(tp)
+                        continue
+                    raise SourceError(f"cannot look up offsets of {tp.topic}-{tp.partition} "
+                                      f"at {self._options.bootstrap}: "
+                                      f"{error.args[0].str()}") from None
+            if pending:
+                time.sleep(0.1)
         return result
+
+
+# Broker answers worth asking again for: a leader moving, or a new leader whose high
+# watermark has not caught up yet (librdkafka does not flag every one as retriable).
+_RETRIABLE_CODES = {"OFFSET_NOT_AVAILABLE", "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION",
+                    "NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH",
+                    "REQUEST_TIMED_OUT"}
+
+
+def _retriable(error) -> bool:
+    return error.retriable() or error.name() in _RETRIABLE_CODES

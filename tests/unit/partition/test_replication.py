@@ -217,3 +217,20 @@ def test_a_follower_behind_the_leaders_log_start_starts_over_there(replicas):
     assert (follower.log_start_offset, follower.log_end_offset, follower.high_watermark) \
         == (5, 5, 5)
     assert follower.epoch_cache.entries == []
+
+
+def test_a_new_leaders_high_watermark_is_not_reported_until_it_reaches_its_epoch_start(
+        replicas):
+    """KIP-207: broker 2 becomes leader with offsets 0-1 in its log but a high watermark of 0
+    (it had not yet learnt the old leader's); ListOffsets must not report 0 as the latest
+    offset, which a consumer may already have read past. Once its followers fetched, the
+    HW reaches the epoch start and is reported again."""
+    replicas.produce(b"a", b"b", acks=1)
+    replicas.fetch(2)
+    replicas.fetch(3)
+    replicas.elect(2, isr=(2, 3))
+    leader = replicas.leader
+    assert (leader.high_watermark, leader.epoch_cache.entries[-1]) == (0, (1, 2))
+    assert not leader.high_watermark_current
+    replicas.fetch(3)
+    assert leader.high_watermark == 2 and leader.high_watermark_current

@@ -9,7 +9,10 @@ Behaviour, per partition:
 - a timestamp >= 0: the first record whose timestamp is >= it, at record precision (batches
   are decoded for this, never on the produce or fetch path); offset -1 if there is none.
 Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION; a stale ``current_leader_epoch`` gets
-FENCED_LEADER_EPOCH; a broker that does not lead the partition NOT_LEADER_OR_FOLLOWER.
+FENCED_LEADER_EPOCH; a broker that does not lead the partition NOT_LEADER_OR_FOLLOWER. A new
+leader whose high watermark has not yet reached the start of its epoch answers anything but
+earliest with OFFSET_NOT_AVAILABLE (v5+; LEADER_NOT_AVAILABLE before), both retriable, rather
+than an offset lower than one a client may already have seen (KIP-207).
 """
 
 from __future__ import annotations
@@ -44,6 +47,11 @@ def _lookup(ctx: RequestContext, topic: str, request_partition, isolation) -> Pa
         partition.check_leader_epoch(request_partition.current_leader_epoch)
         partition.check_leader()
         timestamp = request_partition.timestamp
+        if timestamp not in (EARLIEST, EARLIEST_LOCAL) and not partition.high_watermark_current:
+            raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE if ctx.api_version >= 5
+                             else ErrorCode.LEADER_NOT_AVAILABLE,
+                             f"{partition}: new leader's high watermark "
+                             f"{partition.high_watermark} is still catching up")
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             offset, found_timestamp = partition.log_start_offset, -1
         elif timestamp == LATEST:
