@@ -541,6 +541,11 @@ class Partition:
         """Drop our divergent tail from ``offset`` on (found with OffsetForLeaderEpoch);
         producer state is rebuilt from what remains."""
         if offset >= self.log_end_offset:
+            # Nothing to cut, but the epoch cache may still end in an epoch that began at our
+            # log end: this broker led it and was deposed before appending anything. Left in
+            # place, every OffsetForLeaderEpoch round asks about that epoch again and the
+            # fetcher never settles (Kafka's UnifiedLog.truncateTo does the same).
+            self.epoch_cache.truncate_from_end(self.log_end_offset)
             return
         log.info("%s: truncating from %d to %d (leader %d, epoch %d)", self,
                  self.log_end_offset, offset, self.leader_id, self.leader_epoch)

@@ -181,6 +181,34 @@ def test_a_deposed_leader_truncates_its_divergent_tail_by_leader_epoch(replicas)
     assert replicas.replicas[1].epoch_cache.entries == [(0, 0), (1, 1)]
 
 
+def test_a_leader_deposed_before_writing_in_its_epoch_drops_that_epoch_when_it_follows(
+        replicas):
+    """Found by ``oncelog verify --brokers 3`` (seed 31): broker 2 was elected for
+    ``__consumer_offsets-0`` (epoch 1, starting at its log end), was paused before writing
+    anything, and broker 1 took over in epoch 2. Resumed, broker 2 asked where its epoch 1
+    ended; the leader, which never had epoch 1, answered with epoch 0's end - broker 2's own
+    log end - so ``truncate_to`` had nothing to cut and returned without touching the epoch
+    cache. Epoch 1 stayed there, the same question came back, and the fetcher logged "did not
+    settle where to truncate" for two minutes, never fetching: the partition never regained a
+    third in-sync replica. Now the cache drops an epoch starting at the log end even when the
+    log is not cut, and one round settles."""
+    replicas.produce(b"a")
+    for follower in (2, 3, 2, 3):
+        replicas.fetch(follower)
+    replicas.elect(2, isr=(2, 3))
+    assert replicas.replicas[2].epoch_cache.entries == [(0, 0), (1, 1)]
+    replicas.elect(1, isr=(1, 3))
+    assert replicas.leader.end_offset_for_epoch(1) == (0, 1)
+    deposed = replicas.replicas[2]
+    replicas.catch_up(2)
+    assert deposed.epoch_cache.entries == [(0, 0)]
+    assert deposed.end_offset_for_epoch(deposed.epoch_cache.latest_epoch) == \
+        replicas.leader.end_offset_for_epoch(0)
+    replicas.produce(b"b", acks=1)
+    replicas.fetch(2)
+    assert values(deposed) == [b"a", b"b"]
+
+
 def test_idempotent_producer_state_follows_the_batches_to_the_new_leader(replicas):
     """A retried batch sent to the new leader after a failover is recognised there: the
     follower rebuilt producer state from the replicated batch headers."""
