@@ -38,6 +38,10 @@ class MemoryOffsetsLog:
         self.batches: list[list[list[tuple[bytes, bytes | None]]]] = [
             [] for _ in range(partition_count)]
         self.fail_with: ErrorCode | None = None
+        self.leading = True  # False: as a broker whose leadership lease ran out
+
+    def may_lead(self, partition: int) -> bool:
+        return self.leading
 
     @property
     def partition_count(self) -> int:

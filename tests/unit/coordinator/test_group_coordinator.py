@@ -420,6 +420,31 @@ def test_a_broker_that_does_not_own_the_groups_partition_is_not_coordinator():
     assert not groups.coordinator.is_coordinator_for("app")
 
 
+def test_a_coordinator_whose_lease_ran_out_answers_not_coordinator_and_expires_nobody():
+    """Found by ``oncelog verify --brokers 3`` (seed 31): broker 2 became coordinator of the
+    verifier's group and was paused (SIGSTOP) past its ZooKeeper session; broker 1 took the
+    group over and the consumer went on heartbeating there. Resumed, broker 2 still owned the
+    partition for 300 ms before it heard it had lost it: its session timer removed the
+    member, and the consumer's next request there got UNKNOWN_MEMBER_ID, so it dropped its
+    member id - and the real coordinator answered its next commit FENCED_INSTANCE_ID (a
+    static member with another id), which librdkafka treats as fatal. Now a coordinator
+    whose leadership lease ran out answers NOT_COORDINATOR (clients look the coordinator up
+    again) and its timers remove no one."""
+    groups = Groups()
+    [member] = groups.stable_group("app", 1)
+    groups.log.leading = False
+
+    assert groups.heartbeat("app", member, 1) is E.NOT_COORDINATOR
+    assert groups.commit("app", member, 1, {("t", 0): 1}) == {("t", 0): E.NOT_COORDINATOR}
+    groups.advance(3 * SESSION_MS)
+    assert member in groups.group("app").members
+
+    groups.log.leading = True  # the lease is renewed: we were coordinator all along
+    assert groups.heartbeat("app", member, 1) is E.NONE
+    groups.advance(2 * SESSION_MS)
+    assert member not in groups.group("app").members  # sessions expire again
+
+
 def test_list_and_describe_groups():
     groups = Groups()
     leader, follower = groups.stable_group("app", 2)

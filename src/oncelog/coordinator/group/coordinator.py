@@ -586,6 +586,12 @@ class GroupCoordinator(OffsetsAndAdministration):
         if not member.is_new and (member.awaiting_join is not None
                                   or member.awaiting_sync is not None):
             return  # waiting on the coordinator counts as alive; the rebalance bounds it
+        if not self.manager.is_coordinator_for(group_id):
+            # Our leadership lease ran out (we were paused or cut off): the member may well be
+            # heartbeating to the coordinator that replaced us. Removing it here would answer
+            # its next request UNKNOWN_MEMBER_ID from stale state; look again later instead.
+            self._schedule_heartbeat(group, member)
+            return
         log.info("group %r: member %s sent no heartbeat within %d ms; removing it", group_id,
                  member_id, NEW_MEMBER_JOIN_TIMEOUT_MS if member.is_new
                  else member.session_timeout_ms)

@@ -66,6 +66,11 @@ class OffsetsLog(Protocol):
     def read(self, partition: int) -> Iterable[Record]:
         """Every record of the partition, in offset order."""
 
+    def may_lead(self, partition: int) -> bool:
+        """Whether this broker may act for the partition now: its leader, with a leadership
+        lease that has not run out (a broker paused past its ZooKeeper session must not
+        answer for groups another broker coordinates by now)."""
+
 
 class GroupMetadataManager:
     def __init__(self, offsets_log: OffsetsLog, clock: Callable[[], int]) -> None:
@@ -84,7 +89,8 @@ class GroupMetadataManager:
         return partition_for(group_id, self.partition_count)
 
     def is_coordinator_for(self, group_id: str) -> bool:
-        return self.partition_for(group_id) in self.owned_partitions
+        partition = self.partition_for(group_id)
+        return partition in self.owned_partitions and self.offsets_log.may_lead(partition)
 
     # -- the group map ----------------------------------------------------------------------
 

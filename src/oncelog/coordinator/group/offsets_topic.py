@@ -64,6 +64,13 @@ class OffsetsTopic:
                            timestamp_ms=self.clock())
         self.partition(index).append_records(batch, AppendOrigin.COORDINATOR)
 
+    def may_lead(self, index: int) -> bool:
+        try:
+            self.partition(index).check_leader()
+        except KafkaError:
+            return False
+        return True
+
     def read(self, index: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         partition = self.partition(index)
         # Up to the log end, as Kafka's loader does: a new leader's whole log is the truth
