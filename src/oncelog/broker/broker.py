@@ -25,6 +25,7 @@ import time
 from typing import Callable
 
 from ..controller.metadata_store import LocalMetadataStore
+from ..controller.live_brokers import LiveBrokers
 from ..controller.store import BrokerRegistration, NodeIdInUse, StoreUnavailable
 from ..controller.producer_ids import ProducerIdManager
 from ..coordinator.group import GroupConfig, GroupCoordinator
@@ -75,11 +76,22 @@ class Broker:
         self.connections: set[Connection] = set()
         self.cluster_id = ""
         # this broker's view of the cluster: live brokers and the controller
-        self.live_brokers: dict[int, BrokerRegistration] = {}
+        self.brokers = LiveBrokers()
         self.controller_id = -1
         self.membership = None  # controller.membership.ClusterMembership in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
+
+    @property
+    def live_brokers(self) -> dict[int, BrokerRegistration]:
+        return self.brokers.live
+
+    def update_live_brokers(self, live: dict[int, BrokerRegistration]) -> None:
+        self.brokers.update(live)
+
+    def listed_brokers(self) -> list[BrokerRegistration]:
+        """What Metadata lists: live brokers and those departed moments ago (LiveBrokers)."""
+        return self.brokers.listed()
 
     def _lease_duration_s(self) -> float:
         # A safety margin below the session timeout: ZooKeeper cannot expire our session,
@@ -206,7 +218,7 @@ class Broker:
     def _register(self) -> None:
         registration = self.store.register_broker(BrokerRegistration(
             self.node_id, self.advertised_host, self.advertised_port))
-        self.live_brokers = self.store.live_brokers() or {self.node_id: registration}
+        self.update_live_brokers(self.store.live_brokers() or {self.node_id: registration})
         if self.store.try_become_controller(self.node_id):
             self.controller_id = self.node_id
         else:

@@ -3,7 +3,13 @@
 Behaviour: every live broker (as advertised, which may differ from where it listens), the
 controller, and per partition the leader, leader epoch, replicas, ISR and offline replicas
 (replicas whose broker is not live), as this broker's view of the metadata store has them; a
-partition without a leader answers LEADER_NOT_AVAILABLE, so clients retry.
+partition without a leader answers LEADER_NOT_AVAILABLE, so clients retry. So does a partition
+whose leader's broker is no longer live (its ZooKeeper session ended, the controller has not
+elected yet): leader -1, as Kafka's MetadataCache answers. Naming a broker that is missing
+from the same response's broker list makes librdkafka drop the partition onto its internal
+broker until its next one-second topic scan; LEADER_NOT_AVAILABLE makes it re-ask at once and
+then every ``topic.metadata.refresh.fast.interval.ms`` (100 ms), so it finds the new leader
+within a fraction of a second of the election.
 A null topic list (v1+), or an empty one at v0, means every topic. A requested topic that
 does not exist is created when both the request allows it (v4+; always before) and
 ``auto.create.topics.enable`` is true; otherwise UNKNOWN_TOPIC_OR_PARTITION. Invalid names
@@ -16,6 +22,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from ...controller.store import NO_LEADER
 from ...partition.manager import Topic, check_topic_name
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
@@ -72,9 +79,10 @@ def _topic_entry(ctx: RequestContext, topic: Topic) -> TopicEntry:
     partitions = []
     for index, state in enumerate(topic.states):
         replicas = list(topic.record.replicas(index))
-        code = ErrorCode.NONE if state.has_leader else ErrorCode.LEADER_NOT_AVAILABLE
+        leader = state.leader if state.has_leader and state.leader in live else NO_LEADER
+        code = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
         partitions.append(PartitionEntry(
-            error_code=code, partition_index=index, leader_id=state.leader,
+            error_code=code, partition_index=index, leader_id=leader,
             leader_epoch=state.leader_epoch, replica_nodes=replicas, isr_nodes=list(state.isr),
             offline_replicas=[r for r in replicas if r not in live]))
     return TopicEntry(error_code=ErrorCode.NONE, name=topic.name,
@@ -93,7 +101,7 @@ def _response(ctx: RequestContext, topics: list, code: ErrorCode = ErrorCode.NON
         throttle_time_ms=0,
         brokers=[MetadataResponse.MetadataResponseBroker(
             node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-            for b in sorted(broker.live_brokers.values(), key=lambda b: b.node_id)],
+            for b in broker.listed_brokers()],
         cluster_id=broker.cluster_id, controller_id=broker.controller_id, topics=topics,
         authorized_operations=NO_AUTHORIZED_OPERATIONS, error_code=code)
 
