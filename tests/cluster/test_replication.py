@@ -80,6 +80,11 @@ def lose_acks_1_records(cluster):
     followers = [n for n in (1, 2, 3) if n != leader]
     for follower in followers:
         cluster.pause(follower)
+    # A follower's fetch may be waiting at the leader when SIGSTOP lands: answered with the
+    # records below, it would sit in the paused follower's socket and be appended on SIGCONT
+    # (nothing lost - the flaky outcome this test once had). Let such fetches time out empty
+    # first (replica.fetch.wait.max.ms, 200 ms in these tests); a stopped follower sends no more.
+    time.sleep(1.0)
     acked: list[bytes] = []
     try:
         only_leader = producer(cluster, acks="1", **{"bootstrap.servers":
