@@ -86,13 +86,6 @@ class Broker:
     def live_brokers(self) -> dict[int, BrokerRegistration]:
         return self.brokers.live
 
-    def update_live_brokers(self, live: dict[int, BrokerRegistration]) -> None:
-        self.brokers.update(live)
-
-    def listed_brokers(self) -> list[BrokerRegistration]:
-        """What Metadata lists: live brokers and those departed moments ago (LiveBrokers)."""
-        return self.brokers.listed()
-
     def _lease_duration_s(self) -> float:
         # A safety margin below the session timeout: ZooKeeper cannot expire our session,
         # and so nobody can replace us, sooner than a session after we last heard from it.
@@ -218,7 +211,7 @@ class Broker:
     def _register(self) -> None:
         registration = self.store.register_broker(BrokerRegistration(
             self.node_id, self.advertised_host, self.advertised_port))
-        self.update_live_brokers(self.store.live_brokers() or {self.node_id: registration})
+        self.brokers.update(self.store.live_brokers() or {self.node_id: registration})
         if self.store.try_become_controller(self.node_id):
             self.controller_id = self.node_id
         else:

@@ -131,7 +131,7 @@ class ClusterMembership:
         return topics, states, self.store.live_brokers(), self.store.controller_id()
 
     def _apply(self, topics, states, live_brokers, controller_id) -> None:
-        self.broker.update_live_brokers(live_brokers)
+        self.broker.brokers.update(live_brokers)
         self.broker.controller_id = controller_id
         changed = self.partitions.sync(topics, states)
         self._reconcile_fetchers(changed)

@@ -1,15 +1,12 @@
 """Metadata (API key 3), versions 0-12.
 
-Behaviour: every live broker (as advertised, which may differ from where it listens), the
-controller, and per partition the leader, leader epoch, replicas, ISR and offline replicas
-(replicas whose broker is not live), as this broker's view of the metadata store has them; a
-partition without a leader answers LEADER_NOT_AVAILABLE, so clients retry. So does a partition
-whose leader's broker is no longer live (its ZooKeeper session ended, the controller has not
-elected yet): leader -1, as Kafka's MetadataCache answers. Naming a broker that is missing
-from the same response's broker list makes librdkafka drop the partition onto its internal
-broker until its next one-second topic scan; LEADER_NOT_AVAILABLE makes it re-ask at once and
-then every ``topic.metadata.refresh.fast.interval.ms`` (100 ms), so it finds the new leader
-within a fraction of a second of the election.
+Behaviour: every live broker (as advertised, which may differ from where it listens) plus, for
+a few seconds, those that just left (``controller.live_brokers`` says why), the controller,
+and per partition the leader, leader epoch, replicas, ISR and offline replicas (replicas
+whose broker is not live), as this broker's view of the metadata store has them. A partition
+without a live leader - none elected, or its broker's session ended and the controller has
+not elected yet - answers LEADER_NOT_AVAILABLE with leader -1, as Kafka's MetadataCache
+does, so clients retry.
 A null topic list (v1+), or an empty one at v0, means every topic. A requested topic that
 does not exist is created when both the request allows it (v4+; always before) and
 ``auto.create.topics.enable`` is true; otherwise UNKNOWN_TOPIC_OR_PARTITION. Invalid names
@@ -79,7 +76,7 @@ def _topic_entry(ctx: RequestContext, topic: Topic) -> TopicEntry:
     partitions = []
     for index, state in enumerate(topic.states):
         replicas = list(topic.record.replicas(index))
-        leader = state.leader if state.has_leader and state.leader in live else NO_LEADER
+        leader = state.leader if state.leader in live else NO_LEADER
         code = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
         partitions.append(PartitionEntry(
             error_code=code, partition_index=index, leader_id=leader,
@@ -101,7 +98,7 @@ def _response(ctx: RequestContext, topics: list, code: ErrorCode = ErrorCode.NON
         throttle_time_ms=0,
         brokers=[MetadataResponse.MetadataResponseBroker(
             node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-            for b in broker.listed_brokers()],
+            for b in broker.brokers.listed()],
         cluster_id=broker.cluster_id, controller_id=broker.controller_id, topics=topics,
         authorized_operations=NO_AUTHORIZED_OPERATIONS, error_code=code)
 
