@@ -124,6 +124,17 @@ def api_versions_answered(bootstrap: str) -> bool:
         return len(sock.recv(4)) == 4
 
 
+def log_lines_by_source(log_text: str) -> collections.Counter:
+    """Log lines per (level, logger, first words of the message): what makes the log grow."""
+    sources: collections.Counter = collections.Counter()
+    for line in log_text.splitlines():
+        parts = line.split(" ", 5)  # date, time, level, logger:, message
+        if len(parts) >= 5 and parts[3].endswith(":"):
+            words = " ".join(" ".join(parts[4:]).split()[:4])
+            sources[f"{parts[2]} {parts[3]} {words}"] += 1
+    return sources
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=1_000_000)
@@ -170,6 +181,8 @@ def main() -> int:
                   f"{tracebacks} tracebacks")
             for kind, count in unexpected_errors(log_text).most_common():
                 print(f"  {count:6d} x {kind}")
+            for source, count in log_lines_by_source(log_text).most_common(5):
+                print(f"  {count:6d} log lines from {source}")
             return 1 if tracebacks else 0
         finally:
             broker.kill()
