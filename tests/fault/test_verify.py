@@ -8,7 +8,6 @@ assertion messages carry the seed, so a failure can be replayed with ``--seed``.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -21,7 +20,7 @@ import pytest
 from oncelog.broker.process import free_port
 from oncelog.verify.schedule import FaultSchedule
 
-from .verify_run import (command_line, descendants, run_verify, running, verify_command,
+from .verify_run import (command_line, descendants, run_verify, running, stop_run, verify_command,
                          wait_for)
 
 
@@ -294,15 +293,5 @@ def test_ctrl_c_stops_every_process_the_run_started(tmp_path, moment):
         assert "interrupted; every process the run started was stopped" in \
             Path(log.name).read_text()
     finally:  # a failing test still leaves nothing running
-        if verify.poll() is None:
-            tree = tree or descendants(verify.pid)
-            verify.send_signal(signal.SIGINT)
-            try:
-                verify.wait(30)
-            except subprocess.TimeoutExpired:
-                verify.kill()
-                verify.wait()
-        for pid in tree:
-            if running(pid):
-                os.kill(pid, signal.SIGKILL)
+        stop_run(verify, tree, 30)
         log.close()

@@ -11,7 +11,6 @@ cluster's 5 s ZooKeeper session in one run and not in the other.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 from pathlib import Path
@@ -19,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from .test_verify import assert_schedule_played, faults_of
-from .verify_run import command_line, descendants, run_verify, running, verify_command, wait_for
+from .verify_run import (command_line, descendants, run_verify, running, stop_run,
+                         verify_command, wait_for)
 
 pytestmark = pytest.mark.slow
 
@@ -116,15 +116,5 @@ def test_ctrl_c_during_a_pause_stops_the_whole_cluster(tmp_path):
         assert "interrupted; every process the run started was stopped" in \
             Path(log.name).read_text()
     finally:  # a failing test still leaves nothing running, paused or not
-        if verify.poll() is None:
-            tree = tree or descendants(verify.pid)
-            verify.send_signal(signal.SIGINT)
-            try:
-                verify.wait(60)
-            except subprocess.TimeoutExpired:
-                verify.kill()
-                verify.wait()
-        for pid in tree:
-            if running(pid):
-                os.kill(pid, signal.SIGKILL)
+        stop_run(verify, tree, 60)
         log.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -93,3 +94,20 @@ def command_line(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
     except OSError:
         return "?"
+
+
+def stop_run(verify: subprocess.Popen, tree: list[int], wait_s: float) -> None:
+    """A test's last word on a verify run it interrupted: SIGINT if still running (SIGKILL
+    after ``wait_s``), then SIGKILL for every process of ``tree`` still alive, so a failing
+    test leaves nothing running - paused brokers included."""
+    if verify.poll() is None:
+        tree = tree or descendants(verify.pid)
+        verify.send_signal(signal.SIGINT)
+        try:
+            verify.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            verify.kill()
+            verify.wait()
+    for pid in tree:
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
