@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import struct
 from typing import TYPE_CHECKING
 
 from ..protocol import messages
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
+from ..storage import FileRegion
 from .context import RequestContext
 from .dispatch import HANDLERS, dispatch
 from .handlers import api_versions
@@ -63,6 +65,10 @@ class Connection(asyncio.BufferedProtocol):
     BASE_BUFFER = 16 * 1024  # never charged to the pool: bounded by max.connections
     MIN_FREE = 4 * 1024  # room offered to each read
     KEEP_BUFFER = 256 * 1024  # a grown buffer up to this size is kept between frames
+    # A larger one is given back once no frame arrived for this long: a producer sending
+    # megabyte requests back to back keeps its buffer instead of growing it from BASE_BUFFER
+    # again for every request (a copy and a fresh allocation at each doubling).
+    SHRINK_AFTER_S = 0.05
 
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
@@ -93,6 +99,7 @@ class Connection(asyncio.BufferedProtocol):
         self.waiting_to_grow = False
         self.unsent_at_last_check = 0
         self.timer: asyncio.TimerHandle | None = None
+        self.shrink: asyncio.TimerHandle | None = None
 
     # -- asyncio.BufferedProtocol ----------------------------------------------------------
 
@@ -124,6 +131,8 @@ class Connection(asyncio.BufferedProtocol):
         self.broker.connections.discard(self)
         if self.timer is not None:
             self.timer.cancel()
+        if self.shrink is not None:
+            self.shrink.cancel()
         if self.writer is not None:
             self.writer.cancel()
         while not self.pending.empty():
@@ -203,10 +212,22 @@ class Connection(asyncio.BufferedProtocol):
         if start:
             self.view[:remaining] = self.view[start:self.filled]
             self.filled = remaining
-        if len(self.buffer) > self.KEEP_BUFFER and remaining <= self.BASE_BUFFER - self.MIN_FREE:
-            self._resize(self.BASE_BUFFER)
-            self.pool.release(self.buffer_charge, partial_frame=True)
-            self.buffer_charge = 0
+        if len(self.buffer) > self.KEEP_BUFFER and self.shrink is None:
+            self.shrink = self.loop.call_later(self.SHRINK_AFTER_S, self._shrink_if_quiet,
+                                               self.last_activity)
+
+    def _shrink_if_quiet(self, activity_then: float) -> None:
+        """Give back a large buffer if nothing arrived since it emptied (else look again)."""
+        self.shrink = None
+        if self.closed or len(self.buffer) <= self.KEEP_BUFFER:
+            return
+        if self.last_activity != activity_then or self.filled > self.BASE_BUFFER - self.MIN_FREE:
+            self.shrink = self.loop.call_later(self.SHRINK_AFTER_S, self._shrink_if_quiet,
+                                               self.last_activity)
+            return
+        self._resize(self.BASE_BUFFER)
+        self.pool.release(self.buffer_charge, partial_frame=True)
+        self.buffer_charge = 0
 
     def _growth(self) -> int:
         """Make room for more bytes, in proportion to the bytes that already arrived.
@@ -332,7 +353,7 @@ class Connection(asyncio.BufferedProtocol):
                 # KIP-511: answer an unknown ApiVersions version with v0 and our versions.
                 parts = messages.encode_response(header.api_key, 0, header.correlation_id,
                                                  api_versions.unsupported_version_response())
-                self._charge(len(parts[0]) + len(parts[1]))
+                self._charge(_size(parts))
                 self._enqueue(parts, True, self._charge(len(frame)), None)
                 return
             if not messages.can_encode(api_key, header.api_version):
@@ -380,7 +401,7 @@ class Connection(asyncio.BufferedProtocol):
             return response
         parts = messages.encode_response(header.api_key, header.api_version,
                                          header.correlation_id, response)
-        self._charge(len(parts[0]) + len(parts[1]))
+        self._charge(_size(parts))
         return parts
 
     def _enqueue(self, item, expects: bool, charge: int, written: asyncio.Future | None) -> None:
@@ -403,9 +424,14 @@ class Connection(asyncio.BufferedProtocol):
                 if self.closed:
                     return
                 await self.can_write.wait()
-                self.transport.writelines(result)
+                for part in result:  # not writelines: before 3.12 it joins, a copy of it all
+                    if isinstance(part, FileRegion):
+                        if not await self._send_region(part):
+                            return
+                    else:
+                        self.transport.write(part)
                 self.last_activity = self.loop.time()
-                self._uncharge(charge + len(result[0]) + len(result[1]))
+                self._uncharge(charge + _size(result))
                 self._recharge_writes()
                 if written is not None and not written.done():
                     written.set_result(None)
@@ -414,6 +440,52 @@ class Connection(asyncio.BufferedProtocol):
         except Exception:
             log.exception("failed to send a response to %s", self.peer)
             self.close("internal error", "internal error while writing a response")
+
+    async def _send_region(self, region: FileRegion) -> bool:
+        """Send a segment file's range with ``os.sendfile`` (no copy through this process),
+        after what the transport still holds; False if the connection was closed instead."""
+        transport = self.transport
+        if transport.get_write_buffer_size():
+            transport.set_write_buffer_limits(high=0)  # resume_writing() once it is all sent
+            try:
+                await self.can_write.wait()
+            finally:
+                if not transport.is_closing():
+                    transport.set_write_buffer_limits()
+        if self.closed or transport.is_closing():
+            return False
+        socket_fd = transport.get_extra_info("socket").fileno()
+        offset, remaining = region.offset, region.size
+        while remaining:
+            try:
+                sent = os.sendfile(socket_fd, region.fd, offset, remaining)
+            except BlockingIOError:
+                await self._writable(socket_fd)
+                if self.closed or transport.is_closing():
+                    return False
+                continue
+            except OSError as error:
+                self.close("connection lost", f"sending a response failed: {error}",
+                           quiet=True)
+                return False
+            if sent == 0:  # the file is shorter than the region: it was truncated meanwhile
+                self.close("internal error", f"{region} ended early: the log was truncated "
+                           "while a fetch response was being sent")
+                return False
+            offset += sent
+            remaining -= sent
+            self.last_activity = self.loop.time()
+        return True
+
+    async def _writable(self, socket_fd: int) -> None:
+        """Until the socket takes more bytes. The transport holds nothing to send here, so
+        it has no writer of its own on this descriptor."""
+        ready = self.loop.create_future()
+        self.loop.add_writer(socket_fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            self.loop.remove_writer(socket_fd)
 
     def _recharge_writes(self) -> None:
         """Charge the pool with what the transport still has to send (a slow reader's
@@ -432,3 +504,7 @@ def _produce_failed(response) -> bool:
     return any(p.error_code != ErrorCode.NONE
                for t in getattr(response, "responses", [])
                for p in getattr(t, "partition_responses", []))
+
+
+def _size(parts: tuple) -> int:
+    return sum(len(part) for part in parts)

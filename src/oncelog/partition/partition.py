@@ -50,7 +50,7 @@ from typing import Callable
 from ..controller.store import NO_LEADER, PartitionState
 from ..protocol import batches
 from ..protocol.errors import ErrorCode, KafkaError
-from ..storage import AppendInfo, Log, LogConfig, OffsetAndTimestamp
+from ..storage import AppendInfo, FileRegion, Log, LogConfig, OffsetAndTimestamp
 from ..storage import producer_snapshots
 from ..storage.leader_epoch import LeaderEpochCache
 from .producer_state import ProducerStateManager
@@ -366,29 +366,34 @@ class Partition:
         return self.high_watermark
 
     def read(self, offset: int, max_bytes: int, isolation: IsolationLevel,
-             min_one_batch: bool) -> bytes:
+             min_one_batch: bool, region_min_bytes: int | None = None) -> bytes | FileRegion:
         """A consumer's read (leader only): whole batches from ``offset`` below the HW or
-        LSO; OFFSET_OUT_OF_RANGE outside [log start, LEO]."""
+        LSO; OFFSET_OUT_OF_RANGE outside [log start, LEO]. ``region_min_bytes``: see
+        ``Log.read``."""
         self.check_leader()
-        return self._read(offset, max_bytes, self.fetch_bound(isolation), min_one_batch)
+        return self._read(offset, max_bytes, self.fetch_bound(isolation), min_one_batch,
+                          region_min_bytes)
 
-    def _read(self, offset: int, max_bytes: int, bound: int, min_one_batch: bool) -> bytes:
+    def _read(self, offset: int, max_bytes: int, bound: int, min_one_batch: bool,
+              region_min_bytes: int | None) -> bytes | FileRegion:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
                              f"{self}: fetch offset {offset} outside [{self.log_start_offset}, "
                              f"{self.log_end_offset}]")
         if offset >= bound:
             return b""
-        return self.log.read(offset, max_bytes, max_offset=bound, min_one_batch=min_one_batch)
+        return self.log.read(offset, max_bytes, max_offset=bound, min_one_batch=min_one_batch,
+                             region_min_bytes=region_min_bytes)
 
-    def read_for_follower(self, replica_id: int, offset: int, max_bytes: int) -> bytes:
+    def read_for_follower(self, replica_id: int, offset: int, max_bytes: int,
+                          region_min_bytes: int | None = None) -> bytes | FileRegion:
         """A follower's fetch (leader only): up to our LEO, not the HW. The fetch offset is
         the follower's LEO: it may advance the HW and bring the follower into the ISR."""
         self.check_leader()
         if replica_id not in self.replicas or replica_id == self.replica_id:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"{self}: broker {replica_id} is not a replica {list(self.replicas)}")
-        records = self._read(offset, max_bytes, self.log_end_offset, min_one_batch=True)
+        records = self._read(offset, max_bytes, self.log_end_offset, True, region_min_bytes)
         self.record_follower_fetch(replica_id, offset)
         return records
 
@@ -522,13 +527,13 @@ class Partition:
                              f"{self}: a leader does not append replicated batches")
         if not records:
             return None
-        buffer = bytearray(records)
-        headers, position, end = [], 0, len(buffer)
+        # No copy: a follower's append changes nothing in the batches.
+        headers, position, end = [], 0, len(records)
         while position < end:
-            header = batches.validate_batch(buffer, position, end)
+            header = batches.validate_batch(records, position, end)
             headers.append(header)
             position += header.size
-        info = self.log.append(buffer, None)
+        info = self.log.append(records, None)
         now = self.clock()
         for header in headers:
             if header.partition_leader_epoch > self.epoch_cache.latest_epoch:

@@ -60,6 +60,7 @@ from kafka.protocol.schemas.fields.codegen import CodegenContext
 
 from .api_keys import ApiKey
 from .errors import ErrorCode, KafkaError
+from .fetch_body import encode_fetch_body
 from .varints import read_uvarint
 
 __all__ = [
@@ -369,13 +370,21 @@ def can_encode(api_key: int, api_version: int) -> bool:
     return cls is not None and 0 <= api_version <= cls.max_version
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int,
-                    response) -> tuple[bytes, bytes]:
-    """Frame a response as (size + header, body), for one ``writelines`` without a copy."""
+def encode_response(api_key: int, api_version: int, correlation_id: int, response) -> tuple:
+    """Frame a response as parts to write in order: (size + header, body) for most; a Fetch
+    response with large record sets comes as more parts, its records not copied
+    (``fetch_body``), the first part starting with the size and header."""
     cls = RESPONSES[api_key]
-    body = response.encode(version=api_version)
+    flexible = cls.flexible_version_q(api_version)
+    if api_key == ApiKey.FETCH:
+        parts = encode_fetch_body(response, api_version, flexible)
+    else:
+        parts = [response.encode(version=api_version)]
     # ApiVersions responses always use header v0 so a client can parse them before it knows
     # which versions we speak (KIP-511).
-    flexible_header = cls.flexible_version_q(api_version) and api_key != ApiKey.API_VERSIONS
+    flexible_header = flexible and api_key != ApiKey.API_VERSIONS
     header = _CORRELATION.pack(correlation_id) + (b"\x00" if flexible_header else b"")
-    return struct.pack(">i", len(header) + len(body)) + header, body
+    prefix = struct.pack(">i", len(header) + sum(map(len, parts))) + header
+    if len(parts) == 1:
+        return prefix, parts[0]
+    return (prefix + parts[0], *parts[1:])

@@ -30,7 +30,10 @@ def read_zigzag(data: bytes | memoryview, position: int, error_code: ErrorCode,
 
 
 def write_zigzag(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
+    return write_uvarint((value << 1) ^ (value >> 63))
+
+
+def write_uvarint(value: int) -> bytes:
     out = bytearray()
     while value & ~0x7F:
         out.append((value & 0x7F) | 0x80)

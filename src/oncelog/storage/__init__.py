@@ -6,7 +6,8 @@ files, ``index.py`` the two sparse indexes, ``config.py`` the ``log.*`` settings
 """
 
 from .config import LogConfig
+from .file_region import FileRegion
 from .index import OffsetAndTimestamp
 from .log import AppendInfo, Log
 
-__all__ = ["AppendInfo", "Log", "LogConfig", "OffsetAndTimestamp"]
+__all__ = ["AppendInfo", "FileRegion", "Log", "LogConfig", "OffsetAndTimestamp"]

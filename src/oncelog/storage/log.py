@@ -56,6 +56,7 @@ from typing import Callable, Iterator
 from ..protocol.batches import TIMESTAMP_TYPE_FLAG, BatchHeader, iter_headers
 from ..protocol.errors import ErrorCode, KafkaError
 from .config import LogConfig
+from .file_region import FileRegion
 from .index import OffsetAndTimestamp
 from .segment import LOG_SUFFIX, Segment, segment_file
 
@@ -128,7 +129,7 @@ class Log:
 
     # -- append ----------------------------------------------------------------------------
 
-    def append(self, buffer: bytearray, leader_epoch: int | None) -> AppendInfo:
+    def append(self, buffer: bytearray | bytes, leader_epoch: int | None) -> AppendInfo:
         """Append whole, already validated v2 batches, giving them offsets from
         ``log_end_offset``: ``base_offset`` and ``partition_leader_epoch`` are patched in
         ``buffer`` (outside the CRC), then it is written with one ``os.write``. Rolls first
@@ -203,11 +204,13 @@ class Log:
     # -- read ------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> bytes | memoryview:
+             min_one_batch: bool = True,
+             region_min_bytes: int | None = None) -> bytes | memoryview | FileRegion:
         """Whole batches from the one holding ``offset``, at most ``max_bytes`` of them, none
         with a base offset >= ``max_offset`` (the caller's high watermark or LSO). With
         ``min_one_batch`` the first batch comes even when larger than ``max_bytes`` (KIP-74).
-        A read stays within one segment, as Kafka's does.
+        A read stays within one segment, as Kafka's does. With ``region_min_bytes``, a read
+        at least that long is a ``FileRegion`` (the network sends it from the file).
 
         Raises OFFSET_OUT_OF_RANGE outside [log_start_offset, log_end_offset];
         ``log_end_offset`` itself gives b"".
@@ -222,7 +225,7 @@ class Log:
             return b""
         slot = bisect_right(segments, offset, key=_base_offset_of) - 1
         for segment in segments[slot:]:
-            data = segment.read(offset, max_bytes, max_offset, min_one_batch)
+            data = segment.read(offset, max_bytes, max_offset, min_one_batch, region_min_bytes)
             if data is not None:
                 return data
         return b""

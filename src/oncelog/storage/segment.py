@@ -37,6 +37,7 @@ from ..protocol.batches import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import decode_records
 from .config import LogConfig
+from .file_region import FileRegion
 from .index import (NO_TIMESTAMP, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE, OffsetAndTimestamp,
                     OffsetIndex, TimeIndex)
 
@@ -193,7 +194,7 @@ class Segment:
 
     # -- appending -------------------------------------------------------------------------
 
-    def append(self, buffer: bytearray, headers: Sequence[tuple[int, BatchHeader]],
+    def append(self, buffer: bytearray | bytes, headers: Sequence[tuple[int, BatchHeader]],
                leader_epoch: int | None, now_ms: int) -> int:
         """Assign offsets from ``next_offset``, write ``buffer`` with one ``os.write`` and index
         it. ``headers`` are ``buffer``'s batches as ``iter_headers`` gave them. Returns the
@@ -246,10 +247,11 @@ class Segment:
                 return position, header
         return None
 
-    def read(self, offset: int, max_bytes: int, max_offset: int | None,
-             min_one_batch: bool) -> bytes | memoryview | None:
+    def read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool,
+             region_min_bytes: int | None = None) -> bytes | memoryview | FileRegion | None:
         """Whole batches from the one holding ``offset`` (see ``Log.read``); None when this
-        segment holds nothing at or after ``offset``."""
+        segment holds nothing at or after ``offset``. With ``region_min_bytes``, a span at
+        least that long comes as a ``FileRegion`` to send as it is, not read."""
         found = self.locate(offset)
         if found is None:
             return None
@@ -258,16 +260,34 @@ class Segment:
         if first.base_offset >= limit:
             return b""
         if first.size > max_bytes:  # KIP-74: one oversized batch still makes progress
-            return os.pread(self.fd, first.size, position) if min_one_batch else b""
-        data = os.pread(self.fd, min(max_bytes, self.size - position), position)
-        end = first.size
-        while len(data) - end >= LOG_OVERHEAD:
-            base_offset, size = peek_offset_and_size(data, end)
-            if end + size > len(data) or base_offset >= limit:
+            if not min_one_batch:
+                return b""
+            size = first.size
+        elif region_min_bytes is not None:
+            size = self._span(position, first, max_bytes, limit)
+        else:
+            data = os.pread(self.fd, min(max_bytes, self.size - position), position)
+            end = first.size
+            while len(data) - end >= LOG_OVERHEAD:
+                base_offset, size = peek_offset_and_size(data, end)
+                if end + size > len(data) or base_offset >= limit:
+                    break
+                end += size
+            # A view, not a slice: the bytes go on to the response encoder without a copy.
+            return data if end == len(data) else memoryview(data)[:end]
+        if region_min_bytes is not None and size >= region_min_bytes:
+            return FileRegion(self.fd, position, size)
+        return os.pread(self.fd, size, position)
+
+    def _span(self, position: int, first: BatchHeader, max_bytes: int, limit: int) -> int:
+        """Bytes of the whole batches from ``position`` that fit ``max_bytes`` and start
+        below ``limit``, found from their headers alone."""
+        end, stop = position + first.size, position + max_bytes
+        for at, header in self._walk(end, self.size):
+            if at + header.size > stop or header.base_offset >= limit:
                 break
-            end += size
-        # A view, not a slice: the bytes go on to the response encoder without another copy.
-        return data if end == len(data) else memoryview(data)[:end]
+            end = at + header.size
+        return end - position
 
     def find_by_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """The first record with a timestamp >= ``timestamp`` (Kafka's ListOffsets rule)."""

@@ -560,8 +560,8 @@ def _messages(value) -> list[str | None]:
     return []
 
 
-def _decode_framed(api_key: int, version: int, parts: tuple[bytes, bytes]):
-    prefix, body = parts
+def _decode_framed(api_key: int, version: int, parts: tuple):
+    prefix, body = parts  # size + header, body: no record sets large enough to splice here
     (size,) = struct.unpack_from(">i", prefix)
     assert size == len(prefix) - 4 + len(body)
     (correlation_id,) = struct.unpack_from(">i", prefix, 4)

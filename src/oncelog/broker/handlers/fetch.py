@@ -12,6 +12,9 @@ Behaviour:
 - Long polling: if fewer than ``min_bytes`` are available and no partition has an error, the
   request waits on every requested partition and is answered as soon as ``min_bytes`` are
   there, or when ``max_wait_ms`` expires - not only at the timeout.
+- Record sets of ``SPLICE_MIN_BYTES`` or more are not read: they are ``FileRegion``s the
+  server sends from the segment file with ``os.sendfile`` (``protocol.fetch_body`` leaves
+  them out of the encoded body).
 - Fetch sessions (KIP-227) are not kept: every response has session id 0, which tells the
   client to send full fetch requests.
 - ``current_leader_epoch`` (v9+) is checked: newer than ours is UNKNOWN_LEADER_EPOCH, older
@@ -30,6 +33,7 @@ import time
 from ...partition import IsolationLevel, Partition
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.fetch_body import SPLICE_MIN_BYTES
 from ...protocol.messages import FetchResponse
 from ..context import RequestContext
 
@@ -94,10 +98,10 @@ def _read_partition(ctx: RequestContext, topic: str, request_partition, isolatio
         records = b""
         if replica_id >= 0:
             records = partition.read_for_follower(replica_id, request_partition.fetch_offset,
-                                                  limit if limit > 0 else 0)
+                                                  limit if limit > 0 else 0, SPLICE_MIN_BYTES)
         elif limit > 0 or first:
             records = partition.read(request_partition.fetch_offset, limit, isolation,
-                                     min_one_batch=first)
+                                     min_one_batch=first, region_min_bytes=SPLICE_MIN_BYTES)
     except KafkaError as error:
         known = error.code == ErrorCode.OFFSET_OUT_OF_RANGE
         return _entry(index, error.code, partition if known else None, isolation, b""), None
