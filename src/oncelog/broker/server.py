@@ -426,7 +426,7 @@ class Connection(asyncio.BufferedProtocol):
                 await self.can_write.wait()
                 for part in result:  # not writelines: before 3.12 it joins, a copy of it all
                     if isinstance(part, FileRegion):
-                        if not await self._send_region(part):
+                        if not self._send_region(part):
                             return
                     else:
                         self.transport.write(part)
@@ -441,51 +441,38 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("failed to send a response to %s", self.peer)
             self.close("internal error", "internal error while writing a response")
 
-    async def _send_region(self, region: FileRegion) -> bool:
-        """Send a segment file's range with ``os.sendfile`` (no copy through this process),
-        after what the transport still holds; False if the connection was closed instead."""
+    def _send_region(self, region: FileRegion) -> bool:
+        """Send a segment file's range with ``os.sendfile`` (no copy through this process)
+        when the transport holds nothing to send before it; what the socket does not take at
+        once (or all of it, behind unsent bytes) is read and handed to the transport, which
+        sends it as the reader reads: the event loop (uvloop) allows no writer of our own on
+        its socket. False if the connection was closed instead."""
         transport = self.transport
-        if transport.get_write_buffer_size():
-            transport.set_write_buffer_limits(high=0)  # resume_writing() once it is all sent
-            try:
-                await self.can_write.wait()
-            finally:
-                if not transport.is_closing():
-                    transport.set_write_buffer_limits()
         if self.closed or transport.is_closing():
             return False
         socket_fd = transport.get_extra_info("socket").fileno()
         offset, remaining = region.offset, region.size
-        while remaining:
-            try:
-                sent = os.sendfile(socket_fd, region.fd, offset, remaining)
-            except BlockingIOError:
-                await self._writable(socket_fd)
-                if self.closed or transport.is_closing():
-                    return False
-                continue
-            except OSError as error:
-                self.close("connection lost", f"sending a response failed: {error}",
-                           quiet=True)
-                return False
-            if sent == 0:  # the file is shorter than the region: it was truncated meanwhile
-                self.close("internal error", f"{region} ended early: the log was truncated "
-                           "while a fetch response was being sent")
-                return False
-            offset += sent
-            remaining -= sent
-            self.last_activity = self.loop.time()
-        return True
-
-    async def _writable(self, socket_fd: int) -> None:
-        """Until the socket takes more bytes. The transport holds nothing to send here, so
-        it has no writer of its own on this descriptor."""
-        ready = self.loop.create_future()
-        self.loop.add_writer(socket_fd, lambda: ready.done() or ready.set_result(None))
         try:
-            await ready
-        finally:
-            self.loop.remove_writer(socket_fd)
+            while remaining and not transport.get_write_buffer_size():
+                try:
+                    sent = os.sendfile(socket_fd, region.fd, offset, remaining)
+                except BlockingIOError:
+                    break  # the socket is full: the transport sends the rest
+                if sent == 0:
+                    break
+                offset += sent
+                remaining -= sent
+            rest = os.pread(region.fd, remaining, offset) if remaining else b""
+        except OSError as error:
+            self.close("connection lost", f"sending a response failed: {error}", quiet=True)
+            return False
+        if len(rest) < remaining:  # the file is shorter than the region: truncated meanwhile
+            self.close("internal error", f"{region} ended early: the log was truncated while "
+                       "a fetch response was being sent")
+            return False
+        if rest:
+            transport.write(rest)
+        return True
 
     def _recharge_writes(self) -> None:
         """Charge the pool with what the transport still has to send (a slow reader's

@@ -16,7 +16,7 @@ from oncelog.protocol.batches import (HEADER_SIZE, iter_headers, parse_header,
                                       set_log_append_time)
 from oncelog.protocol.errors import ErrorCode, KafkaError
 from oncelog.protocol.records import decode_records, make_batch
-from oncelog.storage import Log, LogConfig, OffsetAndTimestamp
+from oncelog.storage import FileRegion, Log, LogConfig, OffsetAndTimestamp
 from tests.fake_clock import FakeClock
 
 DAY_MS = 24 * 3600 * 1000
@@ -137,6 +137,36 @@ def test_read_never_includes_a_batch_at_or_past_max_offset(tmp_path, clock):
     assert [o for o, _ in records(log.read(0, 1 << 20, max_offset=5))] == [0, 1, 2, 3, 4, 5]
     assert log.read(4, 1 << 20, max_offset=4) == b""
     assert log.read(0, 1 << 20, max_offset=0) == b""
+
+
+@pytest.mark.parametrize("offset, max_bytes, max_offset", [
+    (0, 1 << 20, None), (3, 1 << 20, None), (0, 2500, None), (1, 10, None),  # KIP-74
+    (0, 1 << 20, 6), (2, 1 << 20, 5)])
+def test_a_region_read_spans_the_bytes_a_plain_read_returns(tmp_path, clock, offset, max_bytes,
+                                                            max_offset):
+    """``region_min_bytes``: the same whole batches, sent from the file instead of read."""
+    log = open_log(tmp_path, clock)
+    fill(log, 5, size=2)  # batches at 0, 2, 4, 6, 8
+    plain = bytes(log.read(offset, max_bytes, max_offset=max_offset))
+    region = log.read(offset, max_bytes, max_offset=max_offset, region_min_bytes=1)
+    assert isinstance(region, FileRegion) and len(region) == len(plain) > 0
+    assert region.read() == plain
+    assert log.read(offset, max_bytes, max_offset=max_offset,
+                    region_min_bytes=len(plain) + 1) == plain  # smaller spans are read
+
+
+def test_a_region_outlives_its_segment_and_closes_its_descriptor(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    fill(log, 3)
+    expected = bytes(log.read(0, 1 << 20))
+    region = log.read(0, 1 << 20, region_min_bytes=1)
+    log.close()
+    shutil.rmtree(tmp_path / "topic-0")
+    assert region.read() == expected  # its own descriptor: retention cannot pull it away
+    fd = region.fd
+    del region
+    with pytest.raises(OSError):
+        os.fstat(fd)
 
 
 def test_read_outside_the_log_is_offset_out_of_range(tmp_path, clock):

@@ -1,0 +1,110 @@
+"""Large fetch responses leave the broker from the segment file (os.sendfile) between the
+encoded parts of the response: every byte must still arrive, in order, framed, even when
+the reader is slow (the socket fills and the broker waits for it) and requests pipeline."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+
+from oncelog.protocol.batches import iter_headers
+from oncelog.protocol.fetch_body import SPLICE_MIN_BYTES
+from oncelog.protocol.messages import FetchRequest, FetchResponse, MetadataRequest
+from oncelog.protocol.records import decode_records, make_batch
+
+from tests.integration.raw import RawConnection
+from tests.integration.test_bad_input import produce
+
+FT = FetchRequest.FetchTopic
+FP = FT.FetchPartition
+TOPIC = "large-fetch"
+
+
+def _fetch(topic: str, offset: int, version: int, max_bytes: int = 64 << 20) -> FetchRequest:
+    return FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
+                        isolation_level=0, session_id=0, session_epoch=-1,
+                        topics=[FT(topic=topic, partitions=[
+                            FP(partition=0, fetch_offset=offset, partition_max_bytes=max_bytes,
+                               current_leader_epoch=-1, log_start_offset=-1)])],
+                        forgotten_topics_data=[], rack_id="")
+
+
+def _fill(conn: RawConnection, batches: int, values_per_batch: int) -> list[bytes]:
+    conn.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
+                                 allow_auto_topic_creation=True), 9)
+    values = []
+    for _ in range(batches):
+        batch_values = [os.urandom(1000) for _ in range(values_per_batch)]
+        assert produce(conn, TOPIC, make_batch(batch_values)).error_code == 0
+        values += batch_values
+    return values
+
+
+def _values(records: bytes) -> list[bytes]:
+    return [record.value for _, header in iter_headers(records)
+            for record in decode_records(records[_:_ + header.size], header)]
+
+
+def test_a_slow_reader_gets_every_byte_of_pipelined_large_fetches(broker):
+    with RawConnection(broker.bootstrap) as conn:
+        values = _fill(conn, batches=6, values_per_batch=500)  # ~3 MB in 6 batches
+
+    # A small receive buffer and slow reads: the broker's sendfile meets a full socket.
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    host, port = broker.bootstrap.rsplit(":", 1)
+    sock.connect((host, int(port)))
+    sock.settimeout(30)
+    conn = RawConnection.__new__(RawConnection)
+    conn.sock, conn.correlation_id = sock, 0
+    with conn:
+        versions = [4, 11, 12]  # plain and flexible (compact length) records fields
+        for version in versions:
+            request = _fetch(TOPIC, 0, version)
+            conn.send_frame(conn.header(1, version) + bytes(request.encode(version=version)))
+        conn.send_frame(conn.header(3, 9) + bytes(MetadataRequest(
+            topics=None, allow_auto_topic_creation=False).encode(version=9)))
+        time.sleep(0.5)  # let the broker fill the socket and wait on it
+
+        received = b""
+        sizes = []
+        for expected_correlation_id in range(1, len(versions) + 2):
+            (size,) = struct.unpack(">i", _slowly(sock, 4))
+            frame = _slowly(sock, size)
+            assert struct.unpack_from(">i", frame)[0] == expected_correlation_id
+            sizes.append(size)
+            received = frame
+            if expected_correlation_id <= len(versions):
+                version = versions[expected_correlation_id - 1]
+                skip = 5 if version >= 12 else 4
+                response = FetchResponse.decode(frame[skip:], version=version)
+                partition = response.responses[0].partitions[0]
+                assert partition.error_code == 0
+                assert len(partition.records) >= SPLICE_MIN_BYTES
+                assert _values(bytes(partition.records)) == values
+        assert len(received) > 4  # the Metadata answer came after them, framed
+    with RawConnection(broker.bootstrap) as conn:  # and the broker serves on
+        assert produce(conn, TOPIC, make_batch([b"after"])).error_code == 0
+
+
+def _slowly(sock: socket.socket, count: int) -> bytes:
+    chunks, remaining = [], count
+    while remaining:
+        chunk = sock.recv(min(remaining, 64 * 1024))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+        time.sleep(0.001)
+    return b"".join(chunks)
+
+
+def test_a_fetch_within_a_large_batch_set_stops_at_max_bytes_on_whole_batches(broker):
+    with RawConnection(broker.bootstrap) as conn:
+        values = _fill(conn, batches=4, values_per_batch=200)  # 4 batches of ~200 KB
+        response = conn.request(_fetch(TOPIC, 200, 11, max_bytes=450_000), 11)
+        records = bytes(response.responses[0].partitions[0].records)
+        # from the batch holding offset 200 (the second), two whole batches fit in 450 KB
+        assert _values(records) == values[200:600]
