@@ -11,9 +11,9 @@ from oncelog.coordinator.group.records import (GroupMetadataKey, GroupMetadataVa
                                                assigned_partitions, decode_group_metadata_value,
                                                decode_key, decode_offset_commit_value,
                                                group_metadata_key, group_metadata_value,
-                                               java_string_hash, offset_commit_key,
-                                               offset_commit_value, partition_for,
-                                               subscribed_topics)
+                                               offset_commit_key, offset_commit_value,
+                                               partition_for, subscribed_topics)
+from oncelog.coordinator.record_codec import java_string_hash
 from oncelog.coordinator.timer import Timer
 from oncelog.protocol.errors import KafkaError
 

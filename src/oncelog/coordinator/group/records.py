@@ -23,20 +23,20 @@ subscription names (``subscribed_topics``), which OffsetDelete needs.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.varints import read_uvarint
+from ..record_codec import INT16 as _INT16
+from ..record_codec import INT32 as _INT32
+from ..record_codec import INT64 as _INT64
+from ..record_codec import RecordReader, write_bytes, write_string
+from ..record_codec import partition_for  # noqa: F401 - part of this module's contract
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
 
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
 
 
 @dataclass(frozen=True)
@@ -82,131 +82,41 @@ class GroupMetadataKey:
     group_id: str
 
 
-# -- partitioning --------------------------------------------------------------------------
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode``: over UTF-16 code units, in 32-bit two's complement."""
-    units = text.encode("utf-16-be")
-    value = 0
-    for (unit,) in struct.iter_unpack(">H", units):
-        value = (31 * value + unit) & 0xFFFFFFFF
-    return value - (1 << 32) if value & 0x80000000 else value
-
-
-def partition_for(group_id: str, partition_count: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode) % partitions`` (abs of MIN_VALUE is 0 there)."""
-    value = java_string_hash(group_id)
-    return (0 if value == -(1 << 31) else abs(value)) % partition_count
-
-
 # -- writing -------------------------------------------------------------------------------
 
-def _string(value: str | None) -> bytes:
-    if value is None:
-        return _INT16.pack(-1)
-    raw = value.encode()
-    return _INT16.pack(len(raw)) + raw
-
-
-def _bytes(value: bytes | None) -> bytes:
-    if value is None:
-        return _INT32.pack(-1)
-    return _INT32.pack(len(value)) + bytes(value)
-
-
 def offset_commit_key(group_id: str, topic: str, partition: int) -> bytes:
-    return (_INT16.pack(OFFSET_COMMIT_KEY_VERSION) + _string(group_id) + _string(topic)
+    return (_INT16.pack(OFFSET_COMMIT_KEY_VERSION) + write_string(group_id) + write_string(topic)
             + _INT32.pack(partition))
 
 
 def offset_commit_value(offset: OffsetAndMetadata) -> bytes:
     return (_INT16.pack(OFFSET_COMMIT_VALUE_VERSION) + _INT64.pack(offset.offset)
-            + _INT32.pack(offset.leader_epoch) + _string(offset.metadata)
+            + _INT32.pack(offset.leader_epoch) + write_string(offset.metadata)
             + _INT64.pack(offset.commit_timestamp_ms))
 
 
 def group_metadata_key(group_id: str) -> bytes:
-    return _INT16.pack(GROUP_METADATA_KEY_VERSION) + _string(group_id)
+    return _INT16.pack(GROUP_METADATA_KEY_VERSION) + write_string(group_id)
 
 
 def group_metadata_value(value: GroupMetadataValue) -> bytes:
-    out = [_INT16.pack(GROUP_METADATA_VALUE_VERSION), _string(value.protocol_type),
-           _INT32.pack(value.generation_id), _string(value.protocol_name),
-           _string(value.leader_id), _INT64.pack(value.current_state_timestamp_ms),
+    out = [_INT16.pack(GROUP_METADATA_VALUE_VERSION), write_string(value.protocol_type),
+           _INT32.pack(value.generation_id), write_string(value.protocol_name),
+           write_string(value.leader_id), _INT64.pack(value.current_state_timestamp_ms),
            _INT32.pack(len(value.members))]
     for member in value.members:
-        out += [_string(member.member_id), _string(member.group_instance_id),
-                _string(member.client_id), _string(member.client_host),
+        out += [write_string(member.member_id), write_string(member.group_instance_id),
+                write_string(member.client_id), write_string(member.client_host),
                 _INT32.pack(member.rebalance_timeout_ms), _INT32.pack(member.session_timeout_ms),
-                _bytes(member.subscription), _bytes(member.assignment)]
+                write_bytes(member.subscription), write_bytes(member.assignment)]
     return b"".join(out)
 
 
 # -- reading -------------------------------------------------------------------------------
 
-class _Reader:
-    """Reads Kafka's primitive types; ``flexible`` switches to compact lengths (v4 values)."""
-
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self.data = bytes(data)
-        self.position = 0
-        self.flexible = flexible
-
-    def _take(self, size: int) -> bytes:
-        end = self.position + size
-        if size < 0 or end > len(self.data):
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE,
-                             f"record field of {size} bytes runs past the end")
-        chunk = self.data[self.position:end]
-        self.position = end
-        return chunk
-
-    def int16(self) -> int:
-        return _INT16.unpack(self._take(2))[0]
-
-    def int32(self) -> int:
-        return _INT32.unpack(self._take(4))[0]
-
-    def int64(self) -> int:
-        return _INT64.unpack(self._take(8))[0]
-
-    def _uvarint(self) -> int:
-        value, self.position = read_uvarint(self.data, self.position, 35,
-                                            ErrorCode.CORRUPT_MESSAGE, "coordinator record")
-        return value
-
-    def _length(self, wide: bool) -> int:
-        if self.flexible:
-            return self._uvarint() - 1
-        return self.int32() if wide else self.int16()
-
-    def nullable_string(self) -> str | None:
-        length = self._length(wide=False)
-        return None if length < 0 else self._take(length).decode("utf-8", "replace")
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "null where a string is required")
-        return value
-
-    def bytes_(self) -> bytes:
-        length = self._length(wide=True)
-        return b"" if length < 0 else self._take(length)
-
-    def array_length(self) -> int:
-        return max(self._length(wide=True), 0)
-
-    def skip_tagged_fields(self) -> None:
-        if self.flexible:
-            for _ in range(self._uvarint()):
-                self._uvarint()
-                self._take(self._uvarint())
-
-
 def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     """The key's meaning, or None for record types this coordinator does not keep."""
-    reader = _Reader(key)
+    reader = RecordReader(key)
     version = reader.int16()
     if version in (0, 1):
         return OffsetCommitKey(reader.string(), reader.string(), reader.int32())
@@ -216,7 +126,7 @@ def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
 
 
 def decode_offset_commit_value(value: bytes) -> OffsetAndMetadata:
-    reader = _Reader(value)
+    reader = RecordReader(value)
     version = reader.int16()
     if not 0 <= version <= 4:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"OffsetCommitValue version {version}")
@@ -232,7 +142,7 @@ def decode_offset_commit_value(value: bytes) -> OffsetAndMetadata:
 
 
 def decode_group_metadata_value(value: bytes) -> GroupMetadataValue:
-    reader = _Reader(value)
+    reader = RecordReader(value)
     version = reader.int16()
     if not 0 <= version <= 4:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"GroupMetadataValue version {version}")
@@ -269,7 +179,7 @@ def subscribed_topics(subscription: bytes) -> set[str] | None:
     """Topics of a ``ConsumerProtocolSubscription`` (any version: the topic list comes first
     after the version); None when the bytes are not one."""
     try:
-        reader = _Reader(subscription)
+        reader = RecordReader(subscription)
         reader.int16()
         count = reader.int32()
         if count < 0 or count > len(subscription):
@@ -284,7 +194,7 @@ def assigned_partitions(assignment: bytes) -> dict[str, list[int]] | None:
     if not assignment:
         return {}
     try:
-        reader = _Reader(assignment)
+        reader = RecordReader(assignment)
         reader.int16()
         topics: dict[str, list[int]] = {}
         count = reader.int32()
