@@ -5,7 +5,9 @@
 - ``timer`` — keyed deadlines (session, rebalance and join timeouts) driven by an injected
   clock.
 
-The transaction coordinator (``__transaction_state``) will live next to them.
+- ``transaction`` — the transaction coordinator's state table, transitions and
+  ``__transaction_state`` records (being built: issue 12).
+- ``record_codec`` — Kafka's primitive types as both internal topics' records use them.
 """
 
 from .group import GroupConfig, GroupCoordinator

@@ -65,6 +65,9 @@ class RecordReader:
         self.position = end
         return chunk
 
+    def int8(self) -> int:
+        return INT8.unpack(self._take(1))[0]
+
     def int16(self) -> int:
         return INT16.unpack(self._take(2))[0]
 
@@ -102,7 +105,12 @@ class RecordReader:
         return max(self._length(wide=True), 0)
 
     def skip_tagged_fields(self) -> None:
-        if self.flexible:
-            for _ in range(self._uvarint()):
-                self._uvarint()
-                self._take(self._uvarint())
+        for _ in self.tagged_fields():
+            pass
+
+    def tagged_fields(self) -> list[tuple[int, bytes]]:
+        """(tag, raw value) of each tagged field here (none in a non-flexible version)."""
+        if not self.flexible:
+            return []
+        return [(self._uvarint(), self._take(self._uvarint()))
+                for _ in range(self._uvarint())]
