@@ -1,17 +1,22 @@
 """The broker process: owns the state holders and runs the listener and background tasks.
 
 ``Broker.run()`` opens the data directory (locked against a second broker), loads topics,
-creates ``__consumer_offsets`` if missing and rebuilds the group coordinator from it, listens,
-and runs the group-commit flusher, the group coordinator's timer (session, join and sync
-deadlines) and the periodic log maintenance (time-based segment rolls, retention, compaction)
-in one ``asyncio.TaskGroup`` until ``request_stop()``.
+creates ``__consumer_offsets`` if missing and rebuilds the group coordinator from it (and the
+transaction coordinator from ``__transaction_state``, which the first FindCoordinator for a
+transactional id creates), listens, and runs the group-commit flusher, the
+group coordinator's timer (session, join and sync deadlines), the transaction coordinator's
+timers (timed-out transactions, expired transactional ids) and the periodic log maintenance
+(time-based segment rolls, retention, compaction) in one ``asyncio.TaskGroup`` until
+``request_stop()``.
 
 With ``zookeeper.connect`` set the broker is a member of a cluster: its metadata store is
 ZooKeeper, it registers itself (refusing to start when a live broker has its ``node.id``),
 hosts only the replicas assigned to it, and runs ``controller.membership`` (metadata sync,
 follower fetchers, ISR changes, the leadership lease, the controller role) beside the tasks
-above. ``__consumer_offsets`` is then created on the first FindCoordinator, with
-``offsets.topic.replication.factor`` replicas (at most the live brokers), as Kafka does. A
+above. ``__consumer_offsets`` and ``__transaction_state`` are then created on the first
+FindCoordinator of their kind, with ``offsets.topic.replication.factor`` /
+``transaction.state.log.replication.factor`` replicas (at most the live brokers), as Kafka
+does, and each coordinator follows the leadership of its topic's partitions. A
 stop (SIGTERM, SIGINT) is a controlled shutdown first when ``controlled.shutdown.enable``.
 """
 
@@ -30,6 +35,9 @@ from ..controller.store import BrokerRegistration, NodeIdInUse, StoreUnavailable
 from ..controller.producer_ids import ProducerIdManager
 from ..coordinator.group import GroupConfig, GroupCoordinator
 from ..coordinator.group.offsets_topic import OffsetsTopic
+from ..coordinator.transaction.coordinator import TransactionCoordinator
+from ..coordinator.transaction.markers import TransactionMarkers
+from ..coordinator.transaction.state_topic import TransactionStateTopic
 from ..partition import Flusher, LeadershipLease, PartitionManager
 from .config import BrokerConfig, ConfigError, parse_listener
 from .server import Connection
@@ -73,6 +81,11 @@ class Broker:
         self.offsets_topic = OffsetsTopic(self.partitions, clock)
         self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(config),
                                                   self.offsets_topic, clock)
+        self.transaction_state_topic = TransactionStateTopic(self.partitions, clock)
+        self.transaction_markers = TransactionMarkers(self)
+        self.transaction_coordinator = TransactionCoordinator(
+            config, self.transaction_state_topic, self.producer_ids.allocate,
+            self.transaction_markers, clock)
         self.connections: set[Connection] = set()
         self.cluster_id = ""
         # this broker's view of the cluster: live brokers and the controller
@@ -115,6 +128,8 @@ class Broker:
             self.partitions.load()
             self.offsets_topic.create_if_missing(self.config)
             self.group_coordinator.load()
+            if self.transaction_state_topic.partition_count:  # created by a first producer
+                self.transaction_coordinator.load()
         loop = asyncio.get_running_loop()
         try:
             # In cluster mode the socket is bound (so the advertised port is known) but
@@ -152,7 +167,8 @@ class Broker:
             async with asyncio.TaskGroup() as tasks:
                 background = [tasks.create_task(self.flusher.run()),
                               tasks.create_task(self._maintain_logs()),
-                              tasks.create_task(self.group_coordinator.timer.run())]
+                              tasks.create_task(self.group_coordinator.timer.run()),
+                              tasks.create_task(self.transaction_coordinator.run())]
                 if self.membership is not None:
                     background.append(tasks.create_task(self.membership.run()))
                 await self._stop.wait()
@@ -163,6 +179,7 @@ class Broker:
                     task.cancel()
         finally:
             server.close()
+            self.transaction_markers.close()
             for connection in list(self.connections):
                 connection.transport.close()
             await server.wait_closed()

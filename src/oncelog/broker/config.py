@@ -187,6 +187,26 @@ BROKER_CONFIGS = {d.name: d for d in (
               minimum=1),
     ConfigDef("controlled.shutdown.enable", _bool, "true",
               "On SIGTERM, move leadership to other in-sync replicas before exiting."),
+    # Transactions (issue 12): the transaction coordinator and __transaction_state
+    ConfigDef("transaction.max.timeout.ms", _int, "900000",
+              "Largest transaction.timeout.ms a producer may ask for "
+              "(INVALID_TRANSACTION_TIMEOUT beyond).", minimum=1),
+    ConfigDef("transactional.id.expiration.ms", _int, str(7 * DAY_MS),
+              "Forget a transactional id with no transaction for this long.", minimum=1),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", _int, "10000",
+              "How often the coordinator aborts transactions past their timeout.",
+              minimum=1),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", _int, "3600000",
+              "How often the coordinator removes expired transactional ids.", minimum=1),
+    ConfigDef("transaction.state.log.num.partitions", _int, "50",
+              "Partitions of __transaction_state when it is created.", minimum=1),
+    ConfigDef("transaction.state.log.replication.factor", _int, "3",
+              "Replicas of __transaction_state (at most the live brokers when it is "
+              "created).", minimum=1),
+    ConfigDef("transaction.state.log.min.isr", _int, "2",
+              "min.insync.replicas of __transaction_state (at most its replicas).", minimum=1),
+    ConfigDef("transaction.state.log.segment.bytes", _int, str(100 * 1024 * 1024),
+              "Segment size of __transaction_state.", minimum=1024),
 )}
 
 # Topic configs that have no broker-level counterpart.

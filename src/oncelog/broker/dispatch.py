@@ -17,6 +17,9 @@ from .handlers import (api_versions, create_partitions, create_topics, delete_to
                        describe_cluster, describe_configs, fetch, list_offsets, metadata,
                        offset_for_leader_epoch, produce)
 from .handlers import describe_producers, init_producer_id  # idempotent producer
+from .handlers import (add_offsets_to_txn, add_partitions_to_txn,  # transactions
+                       describe_transactions, end_txn, list_transactions, txn_offset_commit,
+                       write_txn_markers)
 from .handlers import (delete_groups, describe_groups, find_coordinator, heartbeat,  # groups
                        join_group, leave_group, list_groups, offset_commit, offset_delete,
                        offset_fetch, sync_group)
@@ -29,6 +32,8 @@ HANDLERS = {module.API_KEY: module for module in (
     init_producer_id, describe_producers,
     find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit,
     offset_fetch, list_groups, describe_groups, delete_groups, offset_delete,
+    add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, txn_offset_commit,
+    describe_transactions, list_transactions,
 )}
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..partition import Partition
 from ..replication.fetcher import ReplicaFetcher
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONTROLLER_PASS_INTERVAL_S = 5.0
 HIGH_WATERMARK_CHECKPOINT_INTERVAL_S = 5.0
 
@@ -169,23 +170,33 @@ class ClusterMembership:
     # -- the group coordinator follows __consumer_offsets leadership -------------------------
 
     def _reconcile_group_coordinator(self) -> None:
-        topic = self.partitions.topics.get(OFFSETS_TOPIC)
         coordinator = self.broker.group_coordinator
+        topic = self.partitions.topics.get(OFFSETS_TOPIC)
+        if topic is not None and not coordinator.manager.partition_count:
+            coordinator.manager.partition_count = topic.partition_count
+        self._follow_leadership(OFFSETS_TOPIC, "group", coordinator.manager.owned_partitions,
+                                coordinator.load_partition, coordinator.unload_partition)
+        transactions = self.broker.transaction_coordinator
+        self._follow_leadership(TRANSACTION_STATE_TOPIC, "transaction",
+                                transactions.owned_partitions, transactions.load_partition,
+                                transactions.unload_partition)
+
+    def _follow_leadership(self, name: str, kind: str, owned: set[int],
+                           load: Callable[[int], None], unload: Callable[[int], None]) -> None:
+        """A coordinator loads the partitions of its topic this broker leads, and unloads
+        the ones it stopped leading."""
+        topic = self.partitions.topics.get(name)
         if topic is None:
             return
-        manager = coordinator.manager
-        if not manager.partition_count:
-            manager.partition_count = topic.partition_count
         for index, partition in topic.local.items():
-            owned = index in manager.owned_partitions
-            if partition.is_leader and not owned:
-                coordinator.load_partition(index)
-                log.info("broker %d: now group coordinator for %s-%d", self.node_id,
-                         OFFSETS_TOPIC, index)
-            elif not partition.is_leader and owned:
-                coordinator.unload_partition(index)
-                log.info("broker %d: no longer group coordinator for %s-%d", self.node_id,
-                         OFFSETS_TOPIC, index)
+            if partition.is_leader and index not in owned:
+                load(index)
+                log.info("broker %d: now %s coordinator for %s-%d", self.node_id, kind, name,
+                         index)
+            elif not partition.is_leader and index in owned:
+                unload(index)
+                log.info("broker %d: no longer %s coordinator for %s-%d", self.node_id, kind,
+                         name, index)
 
     # -- ISR changes -----------------------------------------------------------------------
 

@@ -41,7 +41,9 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsRespo
                                   DescribeConfigsRequest, DescribeConfigsResponse,
                                   DescribeGroupsRequest, DescribeGroupsResponse,
                                   DescribeProducersRequest, DescribeProducersResponse,
-                                  ListGroupsRequest, ListGroupsResponse)
+                                  DescribeTransactionsRequest, DescribeTransactionsResponse,
+                                  ListGroupsRequest, ListGroupsResponse,
+                                  ListTransactionsRequest, ListTransactionsResponse)
 from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatRequest,
                                      HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
                                      LeaveGroupRequest, LeaveGroupResponse, ListOffsetsRequest,
@@ -54,8 +56,12 @@ from kafka.protocol.consumer import (FetchRequest, FetchResponse, HeartbeatReque
 from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse,
                                      FindCoordinatorRequest, FindCoordinatorResponse,
                                      MetadataRequest, MetadataResponse)
-from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse,
-                                     ProduceRequest, ProduceResponse)
+from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse,
+                                     AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+                                     EndTxnRequest, EndTxnResponse, InitProducerIdRequest,
+                                     InitProducerIdResponse, ProduceRequest, ProduceResponse,
+                                     TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+                                     WriteTxnMarkersRequest, WriteTxnMarkersResponse)
 from kafka.protocol.schemas.fields.codegen import CodegenContext
 
 from .api_keys import ApiKey
@@ -112,6 +118,20 @@ __all__ = [
     "ProduceResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
+    "AddOffsetsToTxnRequest",
+    "AddOffsetsToTxnResponse",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
+    "EndTxnRequest",
+    "EndTxnResponse",
+    "ListTransactionsRequest",
+    "ListTransactionsResponse",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
     "RequestHeader", "decode_request_header", "decode_request", "encode_response",
 ]
 
@@ -142,6 +162,13 @@ _PAIRS = (
     (InitProducerIdRequest, InitProducerIdResponse),
     (DescribeProducersRequest, DescribeProducersResponse),
     (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse),
+    (AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+    (EndTxnRequest, EndTxnResponse),
+    (WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+    (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    (DescribeTransactionsRequest, DescribeTransactionsResponse),
+    (ListTransactionsRequest, ListTransactionsResponse),
 )
 REQUESTS = {request.API_KEY: request for request, _ in _PAIRS}
 RESPONSES = {response.API_KEY: response for _, response in _PAIRS}

@@ -11,6 +11,7 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
+from oncelog.coordinator.internal_topic import Entry
 from oncelog.coordinator.group import (GroupConfig, GroupCoordinator, JoinGroupParams,
                                        JoinResult, LeavingMember, OffsetAndMetadata,
                                        SyncGroupParams, SyncResult)
@@ -47,17 +48,22 @@ class MemoryOffsetsLog:
     def partition_count(self) -> int:
         return len(self.batches)
 
-    def append(self, partition: int, records) -> None:
+    def append(self, partition: int, records, producer=None) -> None:
         if self.fail_with is not None:
             raise KafkaError(self.fail_with, "injected append failure")
-        self.batches[partition].append(list(records))
+        producer_id = -1 if producer is None else producer[0]
+        self.batches[partition].append([Entry(key, value, producer_id) for key, value in records])
+
+    def write_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        self.batches[partition].append([Entry(None, None, producer_id, commit)])
 
     def read(self, partition: int):
         for batch in self.batches[partition]:
             yield from batch
 
     def all_records(self) -> list[tuple[bytes, bytes | None]]:
-        return [record for partition in self.batches for batch in partition for record in batch]
+        return [(entry.key, entry.value) for partition in self.batches for batch in partition
+                for entry in batch if entry.commit is None]
 
 
 def describe_record(key: bytes, value: bytes | None):

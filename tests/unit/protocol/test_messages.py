@@ -394,6 +394,95 @@ def _offset_delete(v):
     return request, check
 
 
+def _add_partitions_to_txn(v):
+    R = messages.AddPartitionsToTxnRequest
+    request = R(v3_and_below_transactional_id="app-1", v3_and_below_producer_id=7,
+                v3_and_below_producer_epoch=2, v3_and_below_topics=[
+                    R.AddPartitionsToTxnTopic(name="orders", partitions=[0, 3])])
+
+    def check(d):
+        assert (d.v3_and_below_transactional_id, d.v3_and_below_producer_id,
+                d.v3_and_below_producer_epoch) == ("app-1", 7, 2)
+        assert [(t.name, t.partitions) for t in d.v3_and_below_topics] == [("orders", [0, 3])]
+    return request, check
+
+
+def _add_offsets_to_txn(v):
+    request = messages.AddOffsetsToTxnRequest(transactional_id="app-1", producer_id=7,
+                                              producer_epoch=2, group_id="orders-app")
+
+    def check(d):
+        assert (d.transactional_id, d.producer_id, d.producer_epoch, d.group_id) == (
+            "app-1", 7, 2, "orders-app")
+    return request, check
+
+
+def _end_txn(v):
+    request = messages.EndTxnRequest(transactional_id="app-1", producer_id=7, producer_epoch=2,
+                                     committed=True)
+
+    def check(d):
+        assert (d.transactional_id, d.producer_id, d.producer_epoch, d.committed) == (
+            "app-1", 7, 2, True)
+    return request, check
+
+
+def _write_txn_markers(v):
+    R = messages.WriteTxnMarkersRequest
+    M = R.WritableTxnMarker
+    request = R(markers=[M(producer_id=7, producer_epoch=2, transaction_result=False,
+                           topics=[M.WritableTxnMarkerTopic(name="orders",
+                                                            partition_indexes=[1])],
+                           coordinator_epoch=4)])
+
+    def check(d):
+        (marker,) = d.markers
+        assert (marker.producer_id, marker.producer_epoch, marker.transaction_result,
+                marker.coordinator_epoch) == (7, 2, False, 4)
+        assert [(t.name, t.partition_indexes) for t in marker.topics] == [("orders", [1])]
+    return request, check
+
+
+def _txn_offset_commit(v):
+    R = messages.TxnOffsetCommitRequest
+    T = R.TxnOffsetCommitRequestTopic
+    request = R(transactional_id="app-1", group_id="orders-app", producer_id=7,
+                producer_epoch=2, generation_id=5, member_id="m-1", group_instance_id=None,
+                topics=[T(name="orders", partitions=[T.TxnOffsetCommitRequestPartition(
+                    partition_index=1, committed_offset=42, committed_leader_epoch=3,
+                    committed_metadata="m")])])
+
+    def check(d):
+        assert (d.transactional_id, d.group_id, d.producer_id, d.producer_epoch) == (
+            "app-1", "orders-app", 7, 2)
+        (topic,) = d.topics
+        (partition,) = topic.partitions
+        assert (topic.name, partition.partition_index, partition.committed_offset) == (
+            "orders", 1, 42)
+        if v >= 3:
+            assert (d.generation_id, d.member_id) == (5, "m-1")
+    return request, check
+
+
+def _describe_transactions(v):
+    request = messages.DescribeTransactionsRequest(transactional_ids=["app-1", "app-2"])
+
+    def check(d):
+        assert d.transactional_ids == ["app-1", "app-2"]
+    return request, check
+
+
+def _list_transactions(v):
+    request = messages.ListTransactionsRequest(state_filters=["Ongoing"],
+                                               producer_id_filters=[7], duration_filter=1000)
+
+    def check(d):
+        assert (d.state_filters, d.producer_id_filters) == (["Ongoing"], [7])
+        if v >= 1:
+            assert d.duration_filter == 1000
+    return request, check
+
+
 # Consumer groups
 SAMPLES = {
     ApiKey.FIND_COORDINATOR: _find_coordinator, ApiKey.JOIN_GROUP: _join_group,
@@ -407,6 +496,14 @@ SAMPLES = {
 SAMPLES |= {
     ApiKey.INIT_PRODUCER_ID: _init_producer_id, ApiKey.DESCRIBE_PRODUCERS: _describe_producers,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+}
+# Transactions
+SAMPLES |= {
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn, ApiKey.END_TXN: _end_txn,
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers, ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: _list_transactions,
 }
 # Broker core
 SAMPLES |= {
@@ -545,7 +642,8 @@ def test_negative_version_is_unsupported():
 def _error_codes(value) -> list[int]:
     if isinstance(value, dict):
         return [code for key, item in value.items()
-                for code in ([item] if key == "error_code" else _error_codes(item))]
+                for code in ([item] if key in ("error_code", "partition_error_code")
+                              else _error_codes(item))]
     if isinstance(value, list):
         return [code for item in value for code in _error_codes(item)]
     return []

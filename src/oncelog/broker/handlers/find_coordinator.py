@@ -1,13 +1,14 @@
 """FindCoordinator (API key 10), versions 0-4.
 
 Behaviour: a group key (key type 0) is answered with the broker that leads the group's
-partition of ``__consumer_offsets`` (a single broker leads them all), as this broker's view
-of the cluster has it; COORDINATOR_NOT_AVAILABLE, which clients retry, while that partition
-has no leader, or the leader is this broker and has not loaded it yet. In cluster mode the
-first FindCoordinator creates ``__consumer_offsets`` (Kafka's way), with
-``offsets.topic.replication.factor`` replicas or the live brokers if fewer. Transaction keys
-(type 1) get INVALID_REQUEST until transactions exist, rather than a retriable code a
-transactional producer would retry until its timeout; other key types get INVALID_REQUEST.
+partition of ``__consumer_offsets``, a transaction key (type 1) with the one leading the
+transactional id's partition of ``__transaction_state`` (a single broker leads them all), as
+this broker's view of the cluster has it; COORDINATOR_NOT_AVAILABLE, which clients retry,
+while that partition has no leader, or the leader is this broker and has not loaded it yet.
+The first FindCoordinator of each kind creates its topic if missing (Kafka's way), with
+``offsets.topic.replication.factor`` / ``transaction.state.log.replication.factor``
+replicas or the live brokers if fewer. An empty transactional id and other key types get
+INVALID_REQUEST.
 Version notes: v1 adds key_type and error_message; v3 is flexible; v4 (KIP-699) batches keys
 in coordinator_keys, answered one entry each. v5 (KIP-890) and v6 (share groups) are not
 served.
@@ -15,8 +16,7 @@ served.
 
 from __future__ import annotations
 
-from ...coordinator.group.offsets_topic import OFFSETS_TOPIC
-from ...coordinator.group.records import partition_for
+from ...coordinator.record_codec import partition_for
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import FindCoordinatorResponse
@@ -41,20 +41,24 @@ async def handle(ctx: RequestContext, request) -> FindCoordinatorResponse:
 
 
 def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
-    if key_type == TRANSACTION_KEY:
-        return _error(key, ErrorCode.INVALID_REQUEST,
-                      "transaction coordinators do not exist yet: transactions are not supported")
-    if key_type != GROUP_KEY:
-        return _error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     broker = ctx.broker
-    if broker.cluster_mode:
+    if key_type == GROUP_KEY:
+        internal, coordinator = broker.offsets_topic, broker.group_coordinator
+    elif key_type == TRANSACTION_KEY:
+        if not key:
+            return _error(key, ErrorCode.INVALID_REQUEST, "an empty transactional id")
+        internal, coordinator = broker.transaction_state_topic, broker.transaction_coordinator
+    else:
+        return _error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+    if broker.cluster_mode or not internal.partition_count:
         try:
-            broker.offsets_topic.create_if_missing(broker.config, len(broker.live_brokers))
+            internal.create_if_missing(broker.config, len(broker.live_brokers) or 1)
         except KafkaError as error:
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                          f"cannot create __consumer_offsets: {error.message}")
-    topic = broker.partitions.topics.get(OFFSETS_TOPIC)
-    coordinator = broker.group_coordinator
+                          f"cannot create {internal.name}: {error.message}")
+        if not broker.cluster_mode:
+            coordinator.load()  # a single broker leads every partition of the new topic
+    topic = broker.partitions.topics.get(internal.name)
     index = partition_for(key, topic.partition_count) if topic is not None else -1
     leader = topic.states[index].leader if index >= 0 else -1
     if leader == broker.node_id and coordinator.is_coordinator_for(key):
@@ -62,7 +66,7 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     registration = broker.live_brokers.get(leader)
     if leader == broker.node_id or registration is None:
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                      f"__consumer_offsets-{index} has no loaded leader yet")
+                      f"{internal.name}-{index} has no loaded leader yet")
     return _coordinator(key, leader, registration.host, registration.port)
 
 

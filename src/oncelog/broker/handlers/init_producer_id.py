@@ -4,17 +4,22 @@ Behaviour: without a transactional id, allocate a new producer id at epoch 0, un
 broker restarts (``controller.producer_ids``). Like Kafka, a request that names its current
 producer id and epoch (v3+, KIP-360, sent after an idempotent producer lost its sequence
 state) also gets a fresh id: without a transactional id there is nothing to fence.
-With a transactional id: transactions are not implemented yet, so the request is refused
-with INVALID_REQUEST and a message saying so, rather than a retriable code a client would
-retry until its timeout.
+With a transactional id the transaction coordinator answers (``coordinator.transaction``):
+the id's producer id at its next epoch, which fences every older instance (or a new producer
+id when the epoch is exhausted). NOT_COORDINATOR when this broker does not coordinate the
+id; INVALID_TRANSACTION_TIMEOUT beyond ``transaction.max.timeout.ms``;
+CONCURRENT_TRANSACTIONS (retriable) while the id's previous transaction is being completed
+or, when a new instance found it still open, aborted; PRODUCER_FENCED (INVALID_PRODUCER_EPOCH
+before v4) when a KIP-360 request names a producer id and epoch that are not the id's.
 Version notes: v2+ flexible; v3 adds producer_id/producer_epoch to the request; v6 (KIP-939
 two-phase commit) is not served.
 """
 
 from __future__ import annotations
 
+from ...coordinator.transaction.metadata import as_client_knows
 from ...protocol.api_keys import ApiKey
-from ...protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import InitProducerIdResponse
 from ..context import RequestContext
 
@@ -24,12 +29,24 @@ VERSIONS = range(0, 6)
 
 async def handle(ctx: RequestContext, request) -> InitProducerIdResponse:
     if request.transactional_id is not None:
-        return error_response(request, ErrorCode.INVALID_REQUEST,
-                              f"transactional id {request.transactional_id!r}: transactions "
-                              "are not supported yet")
+        return await _transactional(ctx, request)
     producer_id = ctx.broker.producer_ids.allocate()
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                   producer_id=producer_id, producer_epoch=0)
+
+
+async def _transactional(ctx: RequestContext, request) -> InitProducerIdResponse:
+    expected = None
+    if ctx.api_version >= 3 and request.producer_id >= 0:
+        expected = (request.producer_id, request.producer_epoch)
+    try:
+        producer_id, epoch = await ctx.broker.transaction_coordinator.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, expected)
+    except KafkaError as error:
+        return error_response(request, as_client_knows(error.code, ctx.api_version, 4),
+                              error.message)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                  producer_id=producer_id, producer_epoch=epoch)
 
 
 def error_response(request, code: ErrorCode, message: str | None) -> InitProducerIdResponse:

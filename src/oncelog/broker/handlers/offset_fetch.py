@@ -2,8 +2,10 @@
 
 Behaviour: the committed offset, leader epoch and metadata of each requested partition;
 -1 and "" where nothing is committed (no error, as in Kafka). A null topic list (v2+) means
-every partition the group has committed. There are no transactional offsets yet, so
-require_stable never has anything to wait for.
+every partition the group has committed. Offsets written by a transaction that is still open
+(TxnOffsetCommit) are not returned; with require_stable (v7+) such a partition answers
+UNSTABLE_OFFSET_COMMIT (retriable) instead of its older committed offset, so a consumer
+starting after a crash does not resume from an offset its transaction is about to replace.
 Version notes: v1 reports group errors per partition; v2 adds the top-level error and null
 topics; v5 the leader epoch; v6 flexible; v7 require_stable; v8 (KIP-709) several groups per
 request; v9 adds a member id and epoch, which only KIP-848 groups check. v10 names topics by
@@ -35,29 +37,44 @@ def _requested(topics) -> list[tuple[str, int]] | None:
 
 async def handle(ctx: RequestContext, request) -> OffsetFetchResponse:
     coordinator = ctx.broker.group_coordinator
+    stable = ctx.api_version >= 7 and bool(request.require_stable)
     if ctx.api_version >= 8:
         groups = []
         for group in request.groups:
             error, offsets = coordinator.fetch_offsets(group.group_id, _requested(group.topics))
+            unstable = _unstable(coordinator, group.group_id, offsets) if stable else set()
             groups.append(Group(group_id=group.group_id, error_code=error,
-                                topics=_topics(offsets, GroupTopic, GroupPartition, error)))
+                                topics=_topics(offsets, GroupTopic, GroupPartition, error,
+                                               unstable)))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     requested = _requested(request.topics)
     error, offsets = coordinator.fetch_offsets(request.group_id, requested)
     if error is not ErrorCode.NONE:
         return error_response(request, error, None)
+    unstable = _unstable(coordinator, request.group_id, offsets) if stable else set()
     return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
-                               topics=_topics(offsets, Topic, Partition, ErrorCode.NONE))
+                               topics=_topics(offsets, Topic, Partition, ErrorCode.NONE,
+                                              unstable))
 
 
-def _topics(offsets: dict, topic_class, partition_class, error: ErrorCode) -> list:
+def _unstable(coordinator, group_id: str, offsets: dict) -> set[tuple[str, int]]:
+    return {partition for partition in offsets
+            if coordinator.has_pending_offsets(group_id, [partition])}
+
+
+def _topics(offsets: dict, topic_class, partition_class, error: ErrorCode,
+            unstable: set[tuple[str, int]] = frozenset()) -> list:
     by_topic: dict[str, list] = {}
     for (topic, index), committed in sorted(offsets.items()):
+        if (topic, index) in unstable:
+            committed = None
         by_topic.setdefault(topic, []).append(partition_class(
             partition_index=index,
             committed_offset=committed.offset if committed else -1,
             committed_leader_epoch=committed.leader_epoch if committed else -1,
-            metadata=committed.metadata if committed else "", error_code=error))
+            metadata=committed.metadata if committed else "",
+            error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT if (topic, index) in unstable
+            else error))
     return [topic_class(name=name, partitions=partitions)
             for name, partitions in by_topic.items()]
 

@@ -12,6 +12,10 @@ written, and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
 waiting; a wait longer than the request's ``timeout_ms`` is REQUEST_TIMED_OUT (the records
 may still be committed later, as in Kafka). Other acks values get INVALID_REQUIRED_ACKS.
 
+Transactional batches: the request must carry the transactional id, and the partition must
+be in that id's ongoing transaction when this broker coordinates it (INVALID_TXN_STATE
+otherwise; INVALID_PRODUCER_EPOCH for a fenced producer).
+
 Ordering invariant: every append happens before this coroutine's first ``await`` (see
 ``broker.server``), so pipelined requests append in the order they arrived.
 Version notes: v8 adds per-partition error messages; v10 the current-leader and node-endpoint
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 
 from ...partition import Partition
+from ...protocol import batches
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import ProduceResponse
@@ -53,7 +58,7 @@ async def handle(ctx: RequestContext, request) -> ProduceResponse:
         results = []
         for data in topic_data.partition_data:
             result, partition, required_offset = _append(ctx, topic_data.name, data,
-                                                         request.acks)
+                                                         request.acks, request.transactional_id)
             results.append(result)
             if partition is not None:
                 appended.append((result, partition, required_offset))
@@ -95,9 +100,10 @@ def _point_to_leaders(ctx: RequestContext, topics) -> list:
             for b in (ctx.broker.live_brokers[n] for n in sorted(leaders))]
 
 
-def _append(ctx: RequestContext, topic: str, data, acks: int):
+def _append(ctx: RequestContext, topic: str, data, acks: int, transactional_id: str | None):
     try:
         partition = ctx.partitions.get_partition(topic, data.index)
+        _verify_transaction(ctx, transactional_id, topic, data)
         info = partition.append_records(data.records, required_acks=acks)
     except KafkaError as error:
         return _result(data.index, error.code, message=error.message), None, None
@@ -105,6 +111,30 @@ def _append(ctx: RequestContext, topic: str, data, acks: int):
     # acks=all waits until the HW passes the last offset (a retried batch's too)
     required_offset = info.last_offset + 1 if partition.high_watermark <= info.last_offset else None
     return result, partition, required_offset
+
+
+def _verify_transaction(ctx: RequestContext, transactional_id: str | None, topic: str,
+                        data) -> None:
+    """A transactional batch must come with its transactional id and go to a partition
+    added to the producer's ongoing transaction (KIP-890's defence against a late write
+    landing in the next transaction); checked when this broker coordinates the id."""
+    records = data.records
+    if not records or len(records) < batches.HEADER_SIZE:
+        return  # append_records reports what is wrong with it
+    header = batches.parse_header(records)
+    if not header.is_transactional:
+        return
+    if not transactional_id:
+        raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                         f"a transactional batch of producer {header.producer_id} without a "
+                         "transactional id")
+    code = ctx.broker.transaction_coordinator.verify_partition(
+        transactional_id, header.producer_id, header.producer_epoch, topic, data.index)
+    if code is ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH  # what Produce answers a fenced producer
+    if code is not ErrorCode.NONE:
+        raise KafkaError(code, f"{topic}-{data.index} is not in {transactional_id!r}'s "
+                               f"ongoing transaction ({code.name})")
 
 
 async def _wait_for_acks(result: PartitionResult, partition: Partition, required_offset: int,

@@ -24,6 +24,7 @@ import logging
 from typing import Callable, Iterable, Protocol, Sequence
 
 from ...protocol.errors import ErrorCode, KafkaError
+from ..internal_topic import Entry
 from .records import (GroupMetadataKey, OffsetCommitKey, decode_group_metadata_value,
                       decode_key, decode_offset_commit_value, partition_for)
 from .state import DEAD, ClassicGroup
@@ -60,11 +61,13 @@ class OffsetsLog(Protocol):
     @property
     def partition_count(self) -> int: ...
 
-    def append(self, partition: int, records: Sequence[Record]) -> None:
-        """Append the records as one batch; raise KafkaError when that fails."""
+    def append(self, partition: int, records: Sequence[Record],
+               producer: tuple[int, int] | None = None) -> None:
+        """Append the records as one batch (transactional with ``producer`` = (id, epoch));
+        raise KafkaError when that fails."""
 
-    def read(self, partition: int) -> Iterable[Record]:
-        """Every record of the partition, in offset order."""
+    def read(self, partition: int) -> Iterable[Entry]:
+        """Every record and transaction marker of the partition, in offset order."""
 
     def may_lead(self, partition: int) -> bool:
         """Whether this broker may act for the partition now: its leader, with a leadership
@@ -77,6 +80,11 @@ class GroupMetadataManager:
         self.offsets_log = offsets_log
         self.clock = clock
         self.groups: dict[str, ClassicGroup] = {}
+        # Offsets written by transactions still open (TxnOffsetCommit): producer id ->
+        # (group, partition) -> offset. Applied by the producer's commit marker, dropped by
+        # its abort marker; never visible to OffsetFetch before (Kafka's
+        # pendingTransactionalOffsetCommits).
+        self.pending: dict[int, dict[tuple[str, tuple[str, int]], OffsetAndMetadata]] = {}
         self.owned_partitions: set[int] = set()
         # Fixed when loading starts, as Kafka's groupMetadataTopicPartitionCount: partitions
         # added to __consumer_offsets later would move groups away from their records.
@@ -117,6 +125,50 @@ class GroupMetadataManager:
                 self.replay(key, value)
         return ErrorCode.NONE
 
+    def store_transactional(self, group_id: str, records: Sequence[Record], producer_id: int,
+                            producer_epoch: int, errors: dict[ErrorCode, ErrorCode]) -> ErrorCode:
+        """Append a transaction's offset records; they stay pending until its marker."""
+        partition = self.partition_for(group_id)
+        try:
+            self.offsets_log.append(partition, records, (producer_id, producer_epoch))
+        except KafkaError as error:
+            log.warning("group %r: writing %d transactional offsets to __consumer_offsets-%d "
+                        "failed: %s", group_id, len(records), partition, error)
+            return errors.get(error.code, error.code)
+        for key, value in records:
+            self._replay_pending(producer_id, key, value)
+        return ErrorCode.NONE
+
+    def _replay_pending(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        parsed = decode_key(key)
+        if isinstance(parsed, OffsetCommitKey) and value is not None:
+            self.pending.setdefault(producer_id, {})[
+                (parsed.group_id, (parsed.topic, parsed.partition))] = \
+                decode_offset_commit_value(value)
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The producer's marker reached ``partition``: apply (commit) or drop (abort) the
+        offsets its transaction wrote for the groups of that partition."""
+        entries = self.pending.get(producer_id)
+        if not entries:
+            return
+        for (group_id, topic_partition), offset in list(entries.items()):
+            if self.partition_for(group_id) != partition:
+                continue
+            del entries[(group_id, topic_partition)]
+            if commit:
+                group = self.groups.get(group_id) or self.add(ClassicGroup(group_id))
+                group.offsets[topic_partition] = offset
+        if not entries:
+            del self.pending[producer_id]
+
+    def has_pending(self, group_id: str, partitions: Iterable[tuple[str, int]] | None) -> bool:
+        """Whether an open transaction holds offsets of the group (for ``partitions``, or
+        any): OffsetFetch with RequireStable answers UNSTABLE_OFFSET_COMMIT then."""
+        wanted = None if partitions is None else set(partitions)
+        return any(group == group_id and (wanted is None or tp in wanted)
+                   for entries in self.pending.values() for group, tp in entries)
+
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one record of ``__consumer_offsets`` (at load, and after each append)."""
         parsed = decode_key(key)
@@ -154,13 +206,19 @@ class GroupMetadataManager:
         if not self.partition_count:
             self.partition_count = self.offsets_log.partition_count
         count = skipped = 0
-        for key, value in self.offsets_log.read(partition):
+        for entry in self.offsets_log.read(partition):
             count += 1
-            if key is None:
+            if entry.commit is not None:
+                self.complete_transaction(partition, entry.producer_id, entry.commit)
+                continue
+            if entry.key is None:
                 skipped += 1
                 continue
             try:
-                self.replay(key, value)
+                if entry.producer_id >= 0:
+                    self._replay_pending(entry.producer_id, entry.key, entry.value)
+                else:
+                    self.replay(entry.key, entry.value)
             except KafkaError as error:
                 skipped += 1
                 log.error("__consumer_offsets-%d: skipping an unreadable record: %s",
@@ -178,4 +236,10 @@ class GroupMetadataManager:
         groups = [g for g in self.groups.values() if self.partition_for(g.group_id) == partition]
         for group in groups:
             del self.groups[group.group_id]
+        for producer_id, entries in list(self.pending.items()):
+            for group_id, topic_partition in [k for k in entries
+                                              if self.partition_for(k[0]) == partition]:
+                del entries[(group_id, topic_partition)]
+            if not entries:
+                del self.pending[producer_id]
         return groups

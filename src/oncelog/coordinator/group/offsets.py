@@ -69,8 +69,51 @@ class OffsetsAndAdministration:
             return E.UNKNOWN_MEMBER_ID  # a group with members takes commits from them only
         return E.NONE
 
+    def txn_offset_commit(self, group_id: str, producer_id: int, producer_epoch: int,
+                          member_id: str, group_instance_id: str | None, generation_id: int,
+                          offsets: dict[TopicPartition, OffsetAndMetadata]
+                          ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: the offsets are written in the producer's transaction and stay
+        pending (invisible to OffsetFetch) until its marker applies or drops them. The
+        member checks are KIP-447's: a member id, instance id or generation, when given,
+        must be the group's current ones; without them anyone may commit (a producer that
+        is not a group member)."""
+        error = self._check_group_id(group_id, allow_empty=True)
+        group = self.manager.get(group_id) if error is E.NONE else None
+        if error is E.NONE and group is None:
+            group = self.manager.add(ClassicGroup(group_id,
+                                                  current_state_timestamp_ms=self.clock()))
+        if error is E.NONE:
+            error = self._check_txn_offset_commit(group, member_id, group_instance_id,
+                                                  generation_id)
+        if error is not E.NONE:
+            return {partition: error for partition in offsets}
+        return self._store_offsets(group, offsets, producer=(producer_id, producer_epoch))
+
+    def _check_txn_offset_commit(self, group: ClassicGroup, member_id: str,
+                                 group_instance_id: str | None, generation_id: int
+                                 ) -> ErrorCode:
+        if group.is_in(DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(group_instance_id, member_id):
+            return E.FENCED_INSTANCE_ID
+        if member_id != UNKNOWN_MEMBER_ID and not group.has(member_id):
+            return E.UNKNOWN_MEMBER_ID
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return E.ILLEGAL_GENERATION
+        return E.NONE
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to ``__consumer_offsets-partition``."""
+        self.manager.complete_transaction(partition, producer_id, commit)
+
+    def has_pending_offsets(self, group_id: str,
+                            partitions: list[TopicPartition] | None) -> bool:
+        return self.manager.has_pending(group_id, partitions)
+
     def _store_offsets(self, group: ClassicGroup, offsets: dict[TopicPartition,
-                                                                OffsetAndMetadata]
+                                                                OffsetAndMetadata],
+                       producer: tuple[int, int] | None = None
                        ) -> dict[TopicPartition, ErrorCode]:
         now_ms = self.clock()
         results: dict[TopicPartition, ErrorCode] = {}
@@ -84,7 +127,12 @@ class OffsetsAndAdministration:
             records.append((offset_commit_key(group.group_id, topic, partition),
                             offset_commit_value(committed)))
             results[(topic, partition)] = E.NONE
-        if records:
+        if records and producer is not None:
+            error = self.manager.store_transactional(group.group_id, records, *producer,
+                                                     errors=OFFSET_WRITE_ERRORS)
+            if error is not E.NONE:
+                results = {p: (error if code is E.NONE else code) for p, code in results.items()}
+        elif records:
             error = self.manager.store(group.group_id, records, replay=True,
                                        errors=OFFSET_WRITE_ERRORS)
             if error is not E.NONE:

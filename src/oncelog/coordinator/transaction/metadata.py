@@ -168,3 +168,11 @@ def has_timed_out(meta: TransactionMetadata, now_ms: int) -> bool:
 def expire(meta: TransactionMetadata, now_ms: int) -> TransactionMetadata:
     """``transactional.id.expiration.ms`` without a transaction: Dead (then a tombstone)."""
     return meta._to(S.DEAD, now_ms)
+
+
+def as_client_knows(code: ErrorCode, api_version: int, fenced_since: int) -> ErrorCode:
+    """PRODUCER_FENCED for a request version that knows it (KIP-588: InitProducerId v4,
+    AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v2); INVALID_PRODUCER_EPOCH before."""
+    if code == ErrorCode.PRODUCER_FENCED and api_version < fenced_since:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code

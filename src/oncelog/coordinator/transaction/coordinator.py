@@ -1,0 +1,346 @@
+"""The transaction coordinator (Kafka's ``TransactionCoordinator`` and
+``TransactionStateManager``): one per broker, coordinating the transactional ids whose
+partition of ``__transaction_state`` this broker leads.
+
+Owns: the state of every transactional id it coordinates (``metadata.TransactionMetadata``),
+which partitions of ``__transaction_state`` it has loaded, and a lock per transactional id
+(one request at a time per id: each change is written, and replicated, before the next one
+is computed).
+
+Writes follow "emit, then apply": a request computes the next snapshot with a function of
+``metadata``, appends it to the id's partition, waits until the partition's high watermark
+passes it (``transaction.state.log.min.isr``), and only then makes it the id's state; a write
+that fails leaves the state as it was and answers the client with Kafka's code for it.
+
+Completing a transaction: EndTxn writes PrepareCommit (or PrepareAbort), then a marker into
+every partition of the transaction (``markers.TransactionMarkers``: locally or with
+WriteTxnMarkers to the partition's leader, retried until each is written), then
+CompleteCommit (CompleteAbort). EndTxn is answered after the Complete record, so a client
+that hears "committed" finds the markers already there; meanwhile other requests for the id
+get CONCURRENT_TRANSACTIONS, which clients retry. A transaction found in a Prepare state when
+a partition is loaded (the previous coordinator died between the two records) is completed
+by the loader, so a transaction that reached PrepareCommit always commits.
+
+Timers: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` ongoing
+transactions older than their timeout are aborted with a bumped epoch (the producer that
+began one is fenced); every ``transaction.remove.expired.transaction.cleanup.interval.ms``
+ids at rest for ``transactional.id.expiration.ms`` are removed (Dead, then a tombstone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from ...protocol.errors import ErrorCode, KafkaError
+from ..record_codec import partition_for
+from . import metadata as txn
+from .metadata import TransactionMetadata
+from .records import decode_key, decode_value, encode_key, encode_value
+from .state import TransactionState
+from .state_topic import TransactionStateTopic
+
+log = logging.getLogger(__name__)
+
+S = TransactionState
+# Storage errors as the transaction APIs report them (Kafka's TransactionStateManager).
+_WRITE_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+WRITE_TIMEOUT_MS = 5000
+
+
+class TransactionCoordinator:
+    def __init__(self, config, state_topic: TransactionStateTopic,
+                 allocate_producer_id: Callable[[], int], markers, clock: Callable[[], int]
+                 ) -> None:
+        self.config = config
+        self.state_topic = state_topic
+        self.allocate_producer_id = allocate_producer_id
+        self.markers = markers  # markers.TransactionMarkers
+        self.clock = clock
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self.owned_partitions: set[int] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._completions: set[asyncio.Task] = set()
+
+    # -- which ids are ours ------------------------------------------------------------------
+
+    def partition_for(self, transactional_id: str) -> int:
+        count = self.state_topic.partition_count
+        return partition_for(transactional_id, count) if count else -1
+
+    def is_coordinator_for(self, transactional_id: str) -> bool:
+        index = self.partition_for(transactional_id)
+        return index in self.owned_partitions and self.state_topic.may_lead(index)
+
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        """The leader epoch of the id's partition: markers carry it (Kafka's
+        coordinatorEpoch), so a partition can tell a deposed coordinator's late marker."""
+        return self.state_topic.partition(self.partition_for(transactional_id)).leader_epoch
+
+    def load(self) -> None:
+        """Load every partition of ``__transaction_state`` this broker leads (single broker)."""
+        for index in range(self.state_topic.partition_count):
+            if self.state_topic.may_lead(index):
+                self.load_partition(index)
+
+    def load_partition(self, index: int) -> None:
+        """Rebuild the ids of partition ``index`` from its records (the last one per id wins;
+        a tombstone removes the id); finish the transactions caught in a Prepare state."""
+        found: dict[str, TransactionMetadata | None] = {}
+        for entry in self.state_topic.read(index):
+            if entry.key is None:
+                continue  # no transaction ever writes here; nothing else lacks a key
+            try:
+                transactional_id = decode_key(entry.key)
+                found[transactional_id] = (None if entry.value is None
+                                           else decode_value(transactional_id, entry.value))
+            except KafkaError as error:
+                log.error("%s-%d: skipping a record that does not decode: %s",
+                          self.state_topic.name, index, error.message)
+        for transactional_id, meta in found.items():
+            if meta is None or meta.state is S.DEAD:
+                self.transactions.pop(transactional_id, None)
+            else:
+                self.transactions[transactional_id] = meta
+        self.owned_partitions.add(index)
+        loaded = [m for t, m in self.transactions.items() if self.partition_for(t) == index]
+        log.info("%s-%d loaded: %d transactional ids", self.state_topic.name, index, len(loaded))
+        for meta in loaded:
+            if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                self._spawn(self._resume_completion(meta.transactional_id))
+            elif meta.state is S.PREPARE_EPOCH_FENCE:
+                self._spawn(self._resume_fence(meta.transactional_id))
+
+    def unload_partition(self, index: int) -> None:
+        self.owned_partitions.discard(index)
+        for transactional_id in [t for t in self.transactions if self.partition_for(t) == index]:
+            del self.transactions[transactional_id]
+
+    def _spawn(self, coroutine) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coroutine)
+        except RuntimeError:  # loaded before the event loop runs: run() picks them up
+            coroutine.close()
+            return
+        self._completions.add(task)
+        task.add_done_callback(self._completions.discard)
+
+    # -- requests --------------------------------------------------------------------------
+
+    def _check_coordinator(self, transactional_id: str | None) -> None:
+        if not transactional_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "an empty transactional id")
+        if not self.is_coordinator_for(transactional_id):
+            raise KafkaError(ErrorCode.NOT_COORDINATOR,
+                             f"this broker does not coordinate {transactional_id!r}")
+
+    def _lock(self, transactional_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(transactional_id, asyncio.Lock())
+
+    def _current(self, transactional_id: str) -> TransactionMetadata:
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                             f"{transactional_id!r} has no producer id: InitProducerId first")
+        return meta
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None = None) -> tuple[int, int]:
+        """(producer id, epoch) for a producer instance of ``transactional_id``."""
+        self._check_coordinator(transactional_id)
+        txn.check_timeout(timeout_ms, self.config["transaction.max.timeout.ms"])
+        async with self._lock(transactional_id):
+            now = self.clock()
+            meta = self.transactions.get(transactional_id)
+            if meta is None:
+                meta = txn.new_transactional_id(transactional_id, self.allocate_producer_id(),
+                                                timeout_ms, now)
+            else:
+                meta = txn.init_producer_id(meta, timeout_ms, now, self.allocate_producer_id,
+                                            expected)
+            await self._write(meta)
+            if meta.state is S.PREPARE_EPOCH_FENCE:
+                # An instance left a transaction open: it is fenced now, and its transaction
+                # is aborted before the new instance may begin (it retries meanwhile).
+                await self._abort_and_complete(transactional_id)
+                raise KafkaError(ErrorCode.CONCURRENT_TRANSACTIONS,
+                                 f"{transactional_id!r}: the previous instance's transaction "
+                                 "was aborted; retry")
+            return meta.producer_id, meta.producer_epoch
+
+    async def add_partitions(self, transactional_id: str, producer_id: int,
+                             producer_epoch: int, partitions: set[tuple[str, int]]) -> None:
+        self._check_coordinator(transactional_id)
+        async with self._lock(transactional_id):
+            meta = self._current(transactional_id)
+            if partitions <= meta.partitions and meta.state is S.ONGOING:
+                txn.check_producer(meta, producer_id, producer_epoch)
+                return  # a retry: already in the transaction
+            await self._write(txn.add_partitions(meta, producer_id, producer_epoch,
+                                                 partitions, self.clock()))
+
+    async def end_transaction(self, transactional_id: str, producer_id: int,
+                              producer_epoch: int, commit: bool) -> None:
+        self._check_coordinator(transactional_id)
+        async with self._lock(transactional_id):
+            meta = self._current(transactional_id)
+            prepared = txn.end_transaction(meta, producer_id, producer_epoch, commit,
+                                           self.clock())
+            if prepared is meta:
+                return  # a retry of an EndTxn already completed
+            await self._write(prepared)
+            await self._complete(prepared)
+
+    def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                         topic: str, partition: int) -> ErrorCode:
+        """KIP-890's defence, for a transactional produce: the partition must be in the id's
+        ongoing transaction, and the producer its current one."""
+        meta = self.transactions.get(transactional_id)
+        if meta is None or not self.is_coordinator_for(transactional_id):
+            return ErrorCode.NONE  # coordinated elsewhere: nothing to check here
+        if meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch < meta.producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if meta.state is not S.ONGOING or (topic, partition) not in meta.partitions:
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
+
+    # -- completion ------------------------------------------------------------------------
+
+    async def _complete(self, prepared: TransactionMetadata) -> None:
+        """Markers into every partition of the transaction, then the Complete record."""
+        commit = prepared.state is S.PREPARE_COMMIT
+        await self.markers.write_all(
+            sorted(prepared.partitions), prepared.producer_id, prepared.producer_epoch,
+            commit, self.coordinator_epoch(prepared.transactional_id),
+            still_ours=lambda: self.is_coordinator_for(prepared.transactional_id))
+        await self._write(txn.complete(prepared, self.clock()))
+
+    async def _abort_and_complete(self, transactional_id: str) -> None:
+        aborting = txn.abort_expired(self.transactions[transactional_id], self.clock())
+        await self._write(aborting)
+        await self._complete(aborting)
+
+    async def _resume_completion(self, transactional_id: str) -> None:
+        async with self._lock(transactional_id):
+            meta = self.transactions.get(transactional_id)
+            if meta is not None and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                log.info("completing %r's transaction left in %s", transactional_id,
+                         meta.state.display_name)
+                await self._complete(meta)
+
+    async def _resume_fence(self, transactional_id: str) -> None:
+        async with self._lock(transactional_id):
+            meta = self.transactions.get(transactional_id)
+            if meta is not None and meta.state is S.PREPARE_EPOCH_FENCE:
+                await self._abort_and_complete(transactional_id)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _write(self, meta: TransactionMetadata) -> None:
+        """Append ``meta`` to its partition, wait for the ISR, then make it the state."""
+        transactional_id = meta.transactional_id
+        index = self.partition_for(transactional_id)
+        value = None if meta.state is S.DEAD else encode_value(meta)
+        try:
+            self.state_topic.append(index, [(encode_key(transactional_id), value)])
+        except KafkaError as error:
+            raise KafkaError(_WRITE_ERRORS.get(error.code, error.code), error.message) from None
+        code = await self.state_topic.wait_for_replication(index, WRITE_TIMEOUT_MS)
+        if code != ErrorCode.NONE:
+            raise KafkaError(_WRITE_ERRORS.get(code, code),
+                             f"{transactional_id!r}: writing its state failed ({code.name})")
+        if not self.is_coordinator_for(transactional_id):
+            raise KafkaError(ErrorCode.NOT_COORDINATOR,
+                             f"this broker stopped coordinating {transactional_id!r}")
+        if meta.state is S.DEAD:
+            self.transactions.pop(transactional_id, None)
+        else:
+            self.transactions[transactional_id] = meta
+
+    # -- timers ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Abort timed-out transactions, remove expired ids, finish what loading found."""
+        for meta in list(self.transactions.values()):  # loaded before the loop ran
+            if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                self._spawn(self._resume_completion(meta.transactional_id))
+            elif meta.state is S.PREPARE_EPOCH_FENCE:
+                self._spawn(self._resume_fence(meta.transactional_id))
+        abort_every = self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        expire_every = self.config["transaction.remove.expired.transaction.cleanup.interval.ms"]
+        next_expiry = self.clock() + expire_every
+        while True:
+            await asyncio.sleep(abort_every / 1000)
+            await self.abort_timed_out()
+            if self.clock() >= next_expiry:
+                next_expiry = self.clock() + expire_every
+                await self.expire_transactional_ids()
+
+    async def abort_timed_out(self) -> None:
+        now = self.clock()
+        for transactional_id, meta in list(self.transactions.items()):
+            if txn.has_timed_out(meta, now) and self.is_coordinator_for(transactional_id):
+                log.info("aborting %r's transaction: older than its timeout of %d ms",
+                         transactional_id, meta.timeout_ms)
+                try:
+                    async with self._lock(transactional_id):
+                        current = self.transactions.get(transactional_id)
+                        if current is not None and txn.has_timed_out(current, self.clock()):
+                            await self._abort_and_complete(transactional_id)
+                except KafkaError as error:
+                    log.warning("aborting %r's timed-out transaction failed: %s",
+                                transactional_id, error.message)
+
+    async def expire_transactional_ids(self) -> None:
+        now, keep_ms = self.clock(), self.config["transactional.id.expiration.ms"]
+        for transactional_id, meta in list(self.transactions.items()):
+            if (meta.state.is_at_rest and now - meta.last_update_ms >= keep_ms
+                    and self.is_coordinator_for(transactional_id)):
+                try:
+                    async with self._lock(transactional_id):
+                        current = self.transactions.get(transactional_id)
+                        if current is not None and current.state.is_at_rest:
+                            await self._write(txn.expire(current, self.clock()))
+                            log.info("transactional id %r expired", transactional_id)
+                except KafkaError as error:
+                    log.warning("expiring %r failed: %s", transactional_id, error.message)
+
+    # -- describing ------------------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> TransactionMetadata:
+        self._check_coordinator(transactional_id)
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+                             f"no transactional id {transactional_id!r} here")
+        return meta
+
+    def list(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
+             duration_filter_ms: int = -1) -> list[TransactionMetadata]:
+        """Ids this broker coordinates, filtered as ListTransactions asks (KIP-664/994)."""
+        now = self.clock()
+        out = []
+        for transactional_id, meta in sorted(self.transactions.items()):
+            if not self.is_coordinator_for(transactional_id):
+                continue
+            if states and meta.state.display_name not in states:
+                continue
+            if producer_ids and meta.producer_id not in producer_ids:
+                continue
+            if duration_filter_ms >= 0 and (meta.state is not S.ONGOING
+                                            or now - meta.start_ms < duration_filter_ms):
+                continue
+            out.append(meta)
+        return out

@@ -1,0 +1,159 @@
+"""Transaction markers: the commit or abort control batch the coordinator writes into every
+partition of a transaction (Kafka's ``TransactionMarkerChannelManager`` and the partition
+side of WriteTxnMarkers).
+
+``TransactionMarkers.write_all`` writes one marker per partition: through the partition
+itself when this broker leads it, otherwise with a WriteTxnMarkers request to the broker that
+does (one request per broker, one connection per broker). A marker that fails is retried
+every ``RETRY_S`` while the coordinator still owns the transactional id - a partition whose
+leader moved, or whose ISR is short, gets its marker later, never not at all (the
+transaction stays in its Prepare state meanwhile, and the LSO of that partition waits). A
+partition whose topic was deleted is skipped.
+
+``write_marker_locally`` is the partition side, shared with the WriteTxnMarkers handler:
+append the marker, wait until the ISR has it, and - for a partition of
+``__consumer_offsets`` - let the group coordinator apply or drop the transaction's pending
+offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol.messages import WriteTxnMarkersRequest
+from ...replication.client import BrokerClient
+from ..group.offsets_topic import OFFSETS_TOPIC
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 0.1
+MARKER_TIMEOUT_MS = 30_000
+WRITE_TXN_MARKERS_VERSION = 1
+_GIVE_UP = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}  # when the topic is gone from metadata
+
+M = WriteTxnMarkersRequest.WritableTxnMarker
+
+
+async def write_marker_locally(broker, topic: str, index: int, producer_id: int,
+                               producer_epoch: int, commit: bool,
+                               coordinator_epoch: int) -> ErrorCode:
+    """Append the marker to this broker's leader replica and wait for its ISR."""
+    try:
+        partition = broker.partitions.get_partition(topic, index)
+        info = partition.write_txn_marker(producer_id, producer_epoch, commit,
+                                          coordinator_epoch)
+    except KafkaError as error:
+        return error.code
+    if partition.high_watermark <= info.last_offset:
+        try:
+            code = await asyncio.wait_for(partition.wait_for_acks(info.last_offset + 1),
+                                          MARKER_TIMEOUT_MS / 1000)
+        except asyncio.TimeoutError:
+            code = ErrorCode.REQUEST_TIMED_OUT
+        if code != ErrorCode.NONE:
+            return code
+    if topic == OFFSETS_TOPIC:
+        broker.group_coordinator.complete_transaction(index, producer_id, commit)
+    return ErrorCode.NONE
+
+
+class TransactionMarkers:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self._clients: dict[int, BrokerClient] = {}
+
+    async def write_all(self, partitions: list[tuple[str, int]], producer_id: int,
+                        producer_epoch: int, commit: bool, coordinator_epoch: int,
+                        still_ours: Callable[[], bool]) -> None:
+        """A marker in every partition; returns when each is written (or its topic gone).
+        Raises NOT_COORDINATOR if the coordinator loses the id meanwhile."""
+        pending = set(partitions)
+        while pending:
+            if not still_ours():
+                raise KafkaError(ErrorCode.NOT_COORDINATOR,
+                                 "the transaction moved to another coordinator while its "
+                                 "markers were being written")
+            results = await self._write_round(sorted(pending), producer_id, producer_epoch,
+                                              commit, coordinator_epoch)
+            for (topic, index), code in results.items():
+                if code == ErrorCode.NONE or (code in _GIVE_UP
+                                              and topic not in self.broker.partitions.topics):
+                    pending.discard((topic, index))
+                else:
+                    log.info("marker for producer %d in %s-%d: %s; retrying", producer_id,
+                             topic, index, code.name)
+            if pending:
+                await asyncio.sleep(RETRY_S)
+
+    async def _write_round(self, partitions, producer_id, producer_epoch, commit,
+                           coordinator_epoch) -> dict[tuple[str, int], ErrorCode]:
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        results: dict[tuple[str, int], ErrorCode] = {}
+        for topic, index in partitions:
+            leader = self._leader_of(topic, index)
+            if leader is None:
+                results[(topic, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif leader < 0:
+                results[(topic, index)] = ErrorCode.LEADER_NOT_AVAILABLE
+            else:
+                by_leader.setdefault(leader, []).append((topic, index))
+        rounds = []
+        for leader, owned in by_leader.items():
+            if leader == self.broker.node_id:
+                rounds += [self._local(topic, index, producer_id, producer_epoch, commit,
+                                       coordinator_epoch) for topic, index in owned]
+            else:
+                rounds.append(self._remote(leader, owned, producer_id, producer_epoch, commit,
+                                           coordinator_epoch))
+        for outcome in await asyncio.gather(*rounds):
+            results.update(outcome)
+        return results
+
+    def _leader_of(self, topic: str, index: int) -> int | None:
+        known = self.broker.partitions.topics.get(topic)
+        if known is None or not 0 <= index < len(known.states):
+            return None
+        return known.states[index].leader
+
+    async def _local(self, topic, index, producer_id, producer_epoch, commit,
+                     coordinator_epoch) -> dict:
+        code = await write_marker_locally(self.broker, topic, index, producer_id,
+                                          producer_epoch, commit, coordinator_epoch)
+        return {(topic, index): code}
+
+    async def _remote(self, leader: int, partitions, producer_id, producer_epoch, commit,
+                      coordinator_epoch) -> dict:
+        registration = self.broker.live_brokers.get(leader)
+        if registration is None:
+            return {p: ErrorCode.LEADER_NOT_AVAILABLE for p in partitions}
+        client = self._clients.get(leader)
+        if client is None or (client.host, client.port) != (registration.host, registration.port):
+            client = self._clients[leader] = BrokerClient(registration.host, registration.port,
+                                                          timeout_s=MARKER_TIMEOUT_MS / 1000 + 5)
+        topics: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            topics.setdefault(topic, []).append(index)
+        request = WriteTxnMarkersRequest(markers=[M(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+            topics=[M.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                    for t, ps in topics.items()],
+            coordinator_epoch=coordinator_epoch)])
+        try:
+            response = await client.request(request, WRITE_TXN_MARKERS_VERSION)
+        except ConnectionError as error:
+            log.info("WriteTxnMarkers to broker %d: %s", leader, error)
+            return {p: ErrorCode.NETWORK_EXCEPTION for p in partitions}
+        out = {p: ErrorCode.UNKNOWN_SERVER_ERROR for p in partitions}
+        for marker in response.markers:
+            for topic in marker.topics:
+                for entry in topic.partitions:
+                    out[(topic.name, entry.partition_index)] = ErrorCode(entry.error_code)
+        return out
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
