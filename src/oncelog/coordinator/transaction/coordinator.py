@@ -114,7 +114,9 @@ class TransactionCoordinator:
                 self.transactions[transactional_id] = meta
         self.owned_partitions.add(index)
         loaded = [m for t, m in self.transactions.items() if self.partition_for(t) == index]
-        log.info("%s-%d loaded: %d transactional ids", self.state_topic.name, index, len(loaded))
+        if loaded:
+            log.info("%s-%d loaded: %d transactional ids", self.state_topic.name, index,
+                     len(loaded))
         for meta in loaded:
             if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 self._spawn(self._resume_completion(meta.transactional_id))
