@@ -124,6 +124,7 @@ def _register_commands() -> None:
     from . import pipeline  # noqa: F401
     from . import verify  # noqa: F401
     from . import cluster  # noqa: F401
+    from . import transactions  # noqa: F401
 
 
 _register_commands()
