@@ -382,13 +382,10 @@ class PartitionManager:
             except (OSError, KafkaError) as error:  # the log stays as it was; retry next time
                 log.error("%s: compaction failed: %s", partition, error)
         if "delete" in policies:
-            deleted = partition.log.apply_retention(partition.high_watermark)
+            deleted = partition.apply_retention()
             if deleted:
                 log.info("retention deleted %d segments of %s; log start offset is now %d",
                          deleted, partition, partition.log_start_offset)
-                partition.high_watermark = max(partition.high_watermark,
-                                               partition.log_start_offset)
-                partition.epoch_cache.truncate_from_start(partition.log_start_offset)
         self._maintain_producer_state(partition)
 
     def _maintain_producer_state(self, partition) -> None:

@@ -10,15 +10,28 @@ State owned here, changed only by this class's plain (non-async) methods:
   the (maximal) ISR, itself included, so a record below it is on every in-sync replica; on
   a follower it is the leader's HW as last fetched, capped by our own LEO. A single-replica
   partition is its own ISR, so every append moves its HW to the LEO at once;
-- ``last_stable_offset`` (LSO): equals the HW until transactions exist;
+- ``last_stable_offset`` (LSO, what ``read_committed`` consumers read below): the HW, capped
+  by the first offset of the earliest transaction not yet stable - open, or ended by a
+  marker the HW has not passed (Kafka's firstUnstableOffset), never below the log start;
 - ``epoch_cache``: which leader epoch began at which offset (``storage.leader_epoch``);
-- ``producer_state``: idempotence state per producer id (``producer_state.py``), snapshotted
-  on clean shutdown and periodically, rebuilt on open from the newest snapshot plus a replay
-  of the batch headers written after it; a follower updates it from the replicated batches,
-  so a retry sent to it after a failover is still recognised.
+- ``producer_state``: idempotence and transaction state per producer id
+  (``producer_state.py``), snapshotted on clean shutdown, periodically and at every segment
+  roll, rebuilt on open from the newest snapshot at or below the active segment's start plus
+  a replay of the batches written after it - which also rebuilds the recovered segments'
+  aborted-transaction indexes (``storage.txn_index``); a follower updates it from the
+  replicated batches, so a retry sent to it after a failover is still recognised, and its
+  transactions, LSO and aborted-transaction index match the leader's.
 
-Invariants (asserted): log_start_offset <= high_watermark <= log_end_offset; the leader is
-in its ISR; the ISR is a subset of the replicas.
+Invariants (asserted): log_start_offset <= last_stable_offset <= high_watermark <=
+log_end_offset; the leader is in its ISR; the ISR is a subset of the replicas.
+
+Transactions (KIP-98): transactional batches are appended like idempotent ones (same
+checks; whether the partition was added to the transaction is the produce handler's
+check); the first one of a producer opens a transaction here at its offset. The
+transaction coordinator ends it with ``write_txn_marker``: a control batch (COMMIT or
+ABORT) in Kafka's format; an ABORT adds an entry to the marker's segment's ``.txnindex``,
+which ``aborted_transactions`` reads for ``read_committed`` fetches. Followers apply markers
+from the replicated batches exactly as the leader did.
 
 Produce (``append_records``) and consumer fetches (``read``) are served only by the leader
 (NOT_LEADER_OR_FOLLOWER otherwise). ``acks=all`` checks ``min.insync.replicas`` against the
@@ -48,12 +61,13 @@ from enum import Enum
 from typing import Callable
 
 from ..controller.store import NO_LEADER, PartitionState
-from ..protocol import batches
+from ..protocol import batches, control_records
+from ..protocol.control_records import Marker
 from ..protocol.errors import ErrorCode, KafkaError
-from ..storage import AppendInfo, FileRegion, Log, LogConfig, OffsetAndTimestamp
+from ..storage import AbortedTxn, AppendInfo, FileRegion, Log, LogConfig, OffsetAndTimestamp
 from ..storage import producer_snapshots
 from ..storage.leader_epoch import LeaderEpochCache
-from .producer_state import ProducerStateManager
+from .producer_state import CompletedTxn, ProducerStateManager
 from .replicas import CommittedIsr, FollowerState, IsrState, PendingExpand, PendingShrink
 
 log = logging.getLogger(__name__)
@@ -171,8 +185,9 @@ class Partition:
         self._data_waiters: set[asyncio.Future] = set()
         self._acks_waiters: list[tuple[int, asyncio.Future]] = []
         self.producer_state = ProducerStateManager(f"{topic}-{index}")
-        self._load_producer_state()
+        self._load_producer_state(rebuild_txn_index_from=log.txn_index_rebuild_from)
         self._load_epoch_cache()
+        log.on_roll = self._snapshot_at_roll
         self._check_invariants()
 
     def __repr__(self) -> str:
@@ -188,7 +203,10 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self.high_watermark
+        return min(self.high_watermark, max(first_unstable, self.log_start_offset))
 
     @property
     def is_leader(self) -> bool:
@@ -210,6 +228,8 @@ class Partition:
     def _check_invariants(self) -> None:
         assert self.log_start_offset <= self.high_watermark <= self.log_end_offset, (
             self, self.log_start_offset, self.high_watermark, self.log_end_offset)
+        assert self.log_start_offset <= self.last_stable_offset <= self.high_watermark, (
+            self, self.log_start_offset, self.last_stable_offset, self.high_watermark)
         assert not self.is_leader or self.replica_id in self.isr_state.maximal, (
             self, self.isr_state)
         assert set(self.isr_state.maximal) <= set(self.replicas), (self, self.isr_state,
@@ -235,7 +255,8 @@ class Partition:
 
         A retried idempotent batch (same producer, epoch and sequences as one of the last
         five) is not appended again: its original offsets are returned. ``required_acks=-1``
-        is refused with NOT_ENOUGH_REPLICAS while the ISR is below ``min.insync.replicas``."""
+        is refused with NOT_ENOUGH_REPLICAS while the ISR is below ``min.insync.replicas``.
+        A transactional batch opens its producer's transaction here if none is open."""
         self.check_leader()
         if required_acks == -1:
             self._check_enough_replicas(ErrorCode.NOT_ENOUGH_REPLICAS)
@@ -256,11 +277,74 @@ class Partition:
                 batches.set_log_append_time(buffer, position, header.size, self.clock())
         info = self.log.append(buffer, self.leader_epoch)
         if header.has_producer_id:
-            self.producer_state.update(header, info.base_offset, self.clock())
+            self._apply_producer_batch(header._replace(base_offset=info.base_offset),
+                                       bytes(buffer) if header.is_control else None,
+                                       self.clock())
         self._wake_fetchers()  # followers wait for new data, consumers for the HW
         self._maybe_advance_high_watermark()
         self._check_invariants()
         return info
+
+    def write_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                         coordinator_epoch: int, *, required_acks: int = -1) -> AppendInfo:
+        """End ``producer_id``'s transaction on this partition (leader only): append one
+        COMMIT or ABORT control batch in Kafka's format (``protocol.control_records``).
+
+        The transaction (from its first offset to the marker) is complete at once, and
+        stable - no longer holding the LSO back - once the HW passes the marker; an ABORT
+        is indexed in the ``.txnindex`` for ``read_committed`` fetches. A marker for a
+        producer with no transaction open here is still written (the coordinator may
+        retry; Kafka does the same) and ends an empty transaction.
+
+        Raises KafkaError: NOT_LEADER_OR_FOLLOWER; INVALID_PRODUCER_EPOCH for an epoch
+        older than the producer's here; TRANSACTION_COORDINATOR_FENCED for a coordinator
+        epoch older than the last marker's; with ``required_acks=-1`` (WriteTxnMarkers
+        appends as acks=all), NOT_ENOUGH_REPLICAS below ``min.insync.replicas``. The caller
+        waits for replication with ``wait_for_acks(info.last_offset + 1)``."""
+        self.check_leader()
+        if required_acks == -1:
+            self._check_enough_replicas(ErrorCode.NOT_ENOUGH_REPLICAS)
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        now = self.clock()
+        buffer = bytearray(control_records.encode_marker(producer_id, producer_epoch, commit,
+                                                         coordinator_epoch, now))
+        header = batches.parse_header(buffer)
+        if self.settings.log_append_time:
+            batches.set_log_append_time(buffer, 0, header.size, now)
+        info = self.log.append(buffer, self.leader_epoch)
+        completed = self.producer_state.update(header, info.base_offset, now,
+                                               Marker(commit, coordinator_epoch))
+        self._index_if_aborted(completed)
+        log.debug("%s: %s marker for producer %d epoch %d at offset %d", self,
+                  "COMMIT" if commit else "ABORT", producer_id, producer_epoch,
+                  info.base_offset)
+        self._wake_fetchers()
+        self._maybe_advance_high_watermark()
+        self._check_invariants()
+        return info
+
+    def _apply_producer_batch(self, header: batches.BatchHeader, batch: bytes | None,
+                              now: int) -> CompletedTxn | None:
+        """Producer state after an appended batch (``batch``: the whole control batch, for
+        a marker); an ABORT marker is indexed."""
+        completed = self.producer_state.replay(header, now, self._marker_of(header, batch))
+        self._index_if_aborted(completed)
+        return completed
+
+    def _index_if_aborted(self, completed: CompletedTxn | None) -> None:
+        if completed is not None and completed.is_aborted:
+            self.log.append_aborted_txn(_aborted_entry(completed))
+
+    def _marker_of(self, header: batches.BatchHeader, batch: bytes | None) -> Marker | None:
+        if not header.is_control or batch is None:
+            return None
+        try:
+            return control_records.decode_marker(batch, header)
+        except KafkaError as error:
+            log.warning("%s: control batch at offset %d is not a transaction marker we know "
+                        "(%s); producer state ignores it", self, header.base_offset,
+                        error.message)
+            return None
 
     def _check_enough_replicas(self, code: ErrorCode) -> None:
         in_sync, needed = len(self.isr), self.settings.min_insync_replicas
@@ -272,10 +356,9 @@ class Partition:
         if header.is_control:
             raise KafkaError(ErrorCode.INVALID_RECORD,
                              f"{self}: clients may not write control batches")
-        if header.is_transactional:
-            raise KafkaError(ErrorCode.INVALID_TXN_STATE,
-                             f"{self}: transactional batch from producer {header.producer_id}, "
-                             "but transactions are not supported yet")
+        if header.is_transactional and not header.has_producer_id:
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             f"{self}: a transactional batch needs a producer id")
         if not header.has_producer_id:
             return None
         return self.producer_state.check(header, partition_is_empty=self.log_end_offset == 0)
@@ -346,16 +429,21 @@ class Partition:
                 follower = self.followers.get(replica)
                 new = min(new, follower.log_end_offset if follower else -1)
         if new > self.high_watermark:
-            self.high_watermark = new
-            self._wake_fetchers()
+            self._set_high_watermark(new)
             self._complete_acks_waiters()
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         """Follower: the leader's HW from its fetch response, capped by our own LEO."""
         new = max(min(leader_high_watermark, self.log_end_offset), self.log_start_offset)
         if new != self.high_watermark:
-            self.high_watermark = new
-            self._wake_fetchers()
+            self._set_high_watermark(new)
+
+    def _set_high_watermark(self, high_watermark: int) -> None:
+        """Every HW change comes here: transactions whose marker it passed become stable,
+        so the LSO may move too, and waiting fetches are woken for either."""
+        self.high_watermark = high_watermark
+        self.producer_state.on_high_watermark(high_watermark)
+        self._wake_fetchers()
 
     # -- fetch -----------------------------------------------------------------------------
 
@@ -404,6 +492,16 @@ class Partition:
         if proposed is not None and self.isr_listener is not None:
             self.isr_listener(self, proposed)
         self._maybe_advance_high_watermark()
+
+    def aborted_transactions(self, fetch_offset: int,
+                             upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every aborted transaction that overlaps
+        [``fetch_offset``, ``upper_bound_offset``) - its abort marker at or after the fetch
+        offset, its first offset before the bound - sorted by first offset, as a
+        ``read_committed`` fetch response carries them. A bound past the data returned
+        (the LSO) only adds entries a client ignores."""
+        found = self.log.collect_aborted_transactions(fetch_offset, upper_bound_offset)
+        return sorted((entry.producer_id, entry.first_offset) for entry in found)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:
         return self.log.offset_for_timestamp(timestamp_ms)
@@ -521,7 +619,9 @@ class Partition:
 
     def append_as_follower(self, records: bytes) -> AppendInfo | None:
         """Append the leader's batches as they are (its offsets and epochs), after checking
-        their CRCs; records each newer epoch's start and the producers' sequences."""
+        their CRCs; records each newer epoch's start, and applies the batches to producer
+        state as the leader did: sequences, transactions opened, markers (an ABORT is
+        indexed in our ``.txnindex`` too)."""
         if self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"{self}: a leader does not append replicated batches")
@@ -531,15 +631,17 @@ class Partition:
         headers, position, end = [], 0, len(records)
         while position < end:
             header = batches.validate_batch(records, position, end)
-            headers.append(header)
+            headers.append((position, header))
             position += header.size
         info = self.log.append(records, None)
         now = self.clock()
-        for header in headers:
+        for position, header in headers:
             if header.partition_leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             if header.has_producer_id:
-                self.producer_state.replay(header, now)
+                control = records[position:position + header.size] if header.is_control else None
+                self._apply_producer_batch(header, control, now)
+        self._check_invariants()
         return info
 
     def truncate_to(self, offset: int) -> None:
@@ -556,10 +658,10 @@ class Partition:
                  self.log_end_offset, offset, self.leader_id, self.leader_epoch)
         self.log.truncate_to(offset)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
-        self.high_watermark = max(min(self.high_watermark, self.log_end_offset),
-                                  self.log_start_offset)
         self.producer_state = ProducerStateManager(f"{self.topic}-{self.index}")
         self._load_producer_state()
+        self._set_high_watermark(max(min(self.high_watermark, self.log_end_offset),
+                                     self.log_start_offset))
         self._check_invariants()
 
     def reset_to(self, offset: int) -> None:
@@ -569,9 +671,21 @@ class Partition:
                  self, self.log_end_offset, offset)
         self.log.reset_to(offset)
         self.epoch_cache.clear()
-        self.high_watermark = offset
         self.producer_state = ProducerStateManager(f"{self.topic}-{self.index}")
+        self._set_high_watermark(offset)
         self._check_invariants()
+
+    # -- retention -------------------------------------------------------------------------
+
+    def apply_retention(self) -> int:
+        """Delete expired segments wholly below the HW (``Log.apply_retention``); the HW,
+        LSO and epoch cache follow the new log start. Returns how many segments went."""
+        deleted = self.log.apply_retention(self.high_watermark)
+        if deleted:
+            self._set_high_watermark(max(self.high_watermark, self.log_start_offset))
+            self.epoch_cache.truncate_from_start(self.log_start_offset)
+            self._check_invariants()
+        return deleted
 
     # -- waiting fetches (the fetch purgatory) --------------------------------------------
 
@@ -589,18 +703,61 @@ class Partition:
 
     # -- persistence -----------------------------------------------------------------------
 
-    def _load_producer_state(self) -> None:
-        """Newest snapshot at or below the log end, then the batches written after it."""
+    def _load_producer_state(self, rebuild_txn_index_from: int | None = None) -> None:
+        """Newest snapshot at or below where the replay must start, then the batches after it.
+
+        On open, ``rebuild_txn_index_from`` is the log's ``txn_index_rebuild_from`` (the
+        active segment's base offset, or an earlier rescanned segment's): the replay starts
+        at or before it, the aborted transactions whose markers lie from there on become
+        those segments' ``.txnindex`` files, and if no snapshot sat exactly there one is
+        written as the replay passes it, so the next open replays from there. Otherwise
+        (after truncation) it starts from the newest snapshot at or below the log end."""
+        directory, end = self.log.directory, self.log.log_end_offset
+        rebuild_from = rebuild_txn_index_from
+        producer_snapshots.delete_above(directory, end)
         start = self.log.log_start_offset
-        snapshot = producer_snapshots.load_latest(self.log.directory, self.log.log_end_offset)
+        snapshot = producer_snapshots.load_latest(directory,
+                                                  end if rebuild_from is None else rebuild_from)
         if snapshot is not None:
             offset, producers = snapshot
             self.producer_state.load_json(producers)
             start = max(start, offset)
+        snapshot_due = rebuild_from is not None and start < rebuild_from
+        aborted: list[AbortedTxn] = []
         now = self.clock()
-        for header in self.log.batch_headers(start):
-            if header.has_producer_id and header.base_offset >= start:
-                self.producer_state.replay(header, now)
+        for header, batch in self.log.replay_batches(start):
+            if header.base_offset < start:
+                continue
+            if snapshot_due and header.base_offset >= rebuild_from:
+                self._write_snapshot(rebuild_from)
+                snapshot_due = False
+            if not header.has_producer_id:
+                continue
+            completed = self.producer_state.replay(header, now, self._marker_of(header, batch))
+            if (completed is not None and completed.is_aborted and rebuild_from is not None
+                    and completed.last_offset >= rebuild_from):
+                aborted.append(_aborted_entry(completed))
+        if snapshot_due:
+            self._write_snapshot(rebuild_from)  # nothing at or after it: the state is its
+        if rebuild_from is not None:
+            self.log.rebuild_txn_indexes(aborted)
+        self.producer_state.on_high_watermark(self.high_watermark)
+
+    def _write_snapshot(self, offset: int) -> bool:
+        try:
+            producer_snapshots.write_snapshot(self.log.directory, offset,
+                                              self.producer_state.to_json())
+        except OSError as error:  # a snapshot only saves replay time: carry on without it
+            log.warning("%s: cannot write a producer snapshot at offset %d: %s", self, offset,
+                        error)
+            return False
+        return True
+
+    def _snapshot_at_roll(self, base_offset: int) -> None:
+        """``Log.on_roll``: producer state now is what the batches below the new segment
+        left (the batch that caused the roll is not applied yet)."""
+        if self._write_snapshot(base_offset):
+            producer_snapshots.delete_unneeded(self.log.directory, base_offset)
 
     def _load_epoch_cache(self) -> None:
         """Logs written before the checkpoint existed (or with an unreadable one) rebuild it
@@ -619,7 +776,8 @@ class Partition:
             return
         producer_snapshots.write_snapshot(self.log.directory, self.log.log_end_offset,
                                           self.producer_state.to_json())
-        producer_snapshots.delete_older_than(self.log.directory, self.log.log_end_offset)
+        producer_snapshots.delete_unneeded(self.log.directory,
+                                           self.log.active_segment_base_offset)
         self.producer_state.changed = False
 
     def checkpoint_high_watermark(self) -> None:
@@ -642,6 +800,11 @@ class Partition:
         self._wake_fetchers()
         self._complete_acks_waiters(lost_leadership=True)
         self.log.delete()
+
+
+def _aborted_entry(completed: CompletedTxn) -> AbortedTxn:
+    return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                      completed.last_stable_offset)
 
 
 HIGH_WATERMARK_FILE = "high-watermark"

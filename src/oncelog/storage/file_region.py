@@ -7,6 +7,8 @@ segment closed or deleted by retention meanwhile does not close it: the bytes st
 until the region is sent and dropped (a duplicate shares no position that matters here -
 every read and send names its offset, and segment writes are ``O_APPEND``). The descriptor is
 closed when the region is garbage, so a response that is never sent leaks nothing.
+``next_offset`` is the offset after the region's last batch (-1 when unknown): a
+``read_committed`` fetch bounds its aborted-transaction list with it without reading.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ import weakref
 
 
 class FileRegion:
-    __slots__ = ("fd", "offset", "size", "__weakref__")
+    __slots__ = ("fd", "offset", "size", "next_offset", "__weakref__")
 
-    def __init__(self, fd: int, offset: int, size: int) -> None:
+    def __init__(self, fd: int, offset: int, size: int, next_offset: int = -1) -> None:
         self.fd = os.dup(fd)
-        self.offset, self.size = offset, size
+        self.offset, self.size, self.next_offset = offset, size, next_offset
         weakref.finalize(self, os.close, self.fd)
 
     def __len__(self) -> int:

@@ -1,8 +1,9 @@
 """The log of one partition: its segments, offsets, roll, retention, recovery and flush.
 
 A log is a directory ``<data-dir>/<topic>-<partition>/`` of segments ``<base_offset:020d>.log``
-with their ``.index`` and ``.timeindex`` (see ``storage.segment``). Files with other names
-(producer-state snapshots, the leader-epoch checkpoint, later) are left alone.
+with their ``.index``, ``.timeindex`` and ``.txnindex`` (see ``storage.segment`` and
+``storage.txn_index``). Files with other names (producer-state snapshots, the leader-epoch
+checkpoint, later) are left alone.
 
 Invariants:
 - There is always at least one segment; the last one is the active segment, the only one
@@ -33,6 +34,15 @@ happens before the last segment, or a segment overlaps the one before it, the la
 are deleted (Kafka's recovery does the same) so the log stays a prefix of what was written.
 A gap between segments is accepted: compaction leaves them.
 
+Aborted-transaction indexes (``.txnindex``) are trusted like the other index files of a
+segment that passed ``check_sealed``; a missing one means no aborted transaction. From the
+first segment recovery rescanned (always the active one) to the end, they may be stale or
+incomplete after a crash, and only producer state knows which transaction a marker ends,
+so the log cannot rebuild them itself: ``open`` sets ``txn_index_rebuild_from`` to that
+segment's base offset, and the owner of producer state (``Partition``) replays the batches
+from there and hands the entries to ``rebuild_txn_indexes``. Until then the files are left
+as they were, so a crash meanwhile loses nothing the next open would not rebuild.
+
 Divergences from Kafka: ``log_start_offset`` moves only by whole segments (no DeleteRecords,
 hence no log-start-offset checkpoint); no roll jitter; indexes are not preallocated; after a
 restart the active segment's roll timer starts from its first record's timestamp, but
@@ -58,11 +68,12 @@ from ..protocol.errors import ErrorCode, KafkaError
 from .config import LogConfig
 from .file_region import FileRegion
 from .index import OffsetAndTimestamp
-from .segment import LOG_SUFFIX, Segment, segment_file
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment, segment_file
+from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 logger = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex)(\.tmp)?")
+_SEGMENT_FILE = re.compile(r"(\d{20})(\.log|\.index|\.timeindex|\.txnindex)(\.tmp)?")
 _MAX_RELATIVE_OFFSET = (1 << 31) - 1  # index entries store offsets relative to the base
 _base_offset_of = operator.attrgetter("base_offset")
 
@@ -80,7 +91,7 @@ class Log:
     ``clock()`` is wall time in ms, injected so tests and simulations control time."""
 
     def __init__(self, directory: Path, config: LogConfig, clock: Callable[[], int],
-                 segments: list[Segment]) -> None:
+                 segments: list[Segment], txn_index_rebuild_from: int | None = None) -> None:
         self.directory = directory
         self.config = config
         self._clock = clock
@@ -90,6 +101,13 @@ class Log:
         self._parent_dirty = False
         self._lock = threading.Lock()
         self._closed = False
+        # Set by ``open``: the base offset from which the .txnindex files await
+        # ``rebuild_txn_indexes`` (see the module docstring); None once rebuilt.
+        self.txn_index_rebuild_from = txn_index_rebuild_from
+        # Called with the new active segment's base offset after every roll, before anything
+        # is written to it: the owner of producer state snapshots it there (Kafka does too),
+        # so recovery can replay from the active segment's start.
+        self.on_roll: Callable[[int], None] | None = None
 
     def __repr__(self) -> str:
         return (f"Log({self.directory}, offsets {self.log_start_offset}.."
@@ -103,11 +121,13 @@ class Log:
         created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
         now_ms = clock()
-        segments = _load_segments(directory, _discover(directory), config, now_ms)
+        segments, rebuild_from = _load_segments(directory, _discover(directory), config, now_ms)
         if not segments:
             segments = [Segment.create(directory, 0, config, now_ms)]
         segments[-1].activate()
-        log = cls(directory, config, clock, segments)
+        if rebuild_from is None or rebuild_from > segments[-1].base_offset:
+            rebuild_from = segments[-1].base_offset
+        log = cls(directory, config, clock, segments, rebuild_from)
         log._parent_dirty = created
         return log
 
@@ -126,6 +146,10 @@ class Log:
     @property
     def segment_base_offsets(self) -> list[int]:
         return [segment.base_offset for segment in self._segments]
+
+    @property
+    def active_segment_base_offset(self) -> int:
+        return self._segments[-1].base_offset
 
     # -- append ----------------------------------------------------------------------------
 
@@ -199,6 +223,8 @@ class Log:
             self._unflushed.append(old)
             self._directory_dirty = True
         logger.debug("%s: rolled to a new segment at offset %d", self.directory, new.base_offset)
+        if self.on_roll is not None:
+            self.on_roll(new.base_offset)
         return new
 
     # -- read ------------------------------------------------------------------------------
@@ -232,7 +258,15 @@ class Log:
 
     def batch_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         """Headers of every batch whose last offset is >= ``from_offset``, in log order.
-        Reads headers only; used to rebuild producer state after a restart."""
+        Reads headers only; used to rebuild the leader-epoch cache after a restart."""
+        for header, _ in self.replay_batches(from_offset):
+            yield header
+
+    def replay_batches(self, from_offset: int) -> Iterator[tuple[BatchHeader, bytes | None]]:
+        """(header, whole batch for a control batch, else None) of every batch whose last
+        offset is >= ``from_offset``, in log order: headers only, but a transaction
+        marker's one record is needed to know what it ended. Used to rebuild producer state
+        (and the aborted-transaction indexes) after a restart."""
         self._check_open()
         for segment in list(self._segments):
             if segment.next_offset <= from_offset:
@@ -240,8 +274,63 @@ class Log:
             found = segment.locate(max(from_offset, segment.base_offset))
             if found is None:
                 continue
-            for _, header in segment._walk(found[0], segment.size):
-                yield header
+            for position, header in segment._walk(found[0], segment.size):
+                yield header, (os.pread(segment.fd, header.size, position)
+                               if header.is_control else None)
+
+    # -- aborted transactions --------------------------------------------------------------
+
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Index a transaction aborted by the marker at ``entry.last_offset``, just appended."""
+        self._check_open()
+        segments = self._segments
+        slot = bisect_right(segments, entry.last_offset, key=_base_offset_of) - 1
+        if slot < 0 or entry.last_offset >= segments[slot].next_offset:
+            raise ValueError(f"{self.directory.name}: no segment holds offset "
+                             f"{entry.last_offset} of {entry}")
+        try:
+            segments[slot].txn_index.append(entry)
+        except OSError as error:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"cannot write {segments[slot].txn_index.path}: {error}") from error
+
+    def rebuild_txn_indexes(self, entries: list[AbortedTxn]) -> None:
+        """Recovery: the aborted transactions whose markers lie at or after
+        ``txn_index_rebuild_from``, found by replaying producer state from there, become
+        those segments' indexes (each entry in its marker's segment); older segments' files
+        are kept as they are."""
+        self._check_open()
+        start = self.txn_index_rebuild_from
+        if start is None:
+            return
+        segments = [segment for segment in self._segments if segment.base_offset >= start]
+        bases = [segment.base_offset for segment in segments]
+        per_segment: list[list[AbortedTxn]] = [[] for _ in segments]
+        for entry in entries:
+            slot = bisect_right(bases, entry.last_offset) - 1
+            if slot >= 0:
+                per_segment[slot].append(entry)
+        for segment, found in zip(segments, per_segment):
+            segment.txn_index.replace(found)
+        self.txn_index_rebuild_from = None
+
+    def collect_aborted_transactions(self, fetch_offset: int,
+                                     upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [``fetch_offset``, ``upper_bound_offset``): from
+        the segment holding ``fetch_offset`` on (an abort marker comes after every record of
+        its transaction, so earlier segments cannot hold one whose marker is at or after the
+        fetch offset), until an index says no later segment can hold more (Kafka's
+        ``collectAbortedTransactions``). In marker order."""
+        self._check_open()
+        segments = self._segments
+        slot = max(bisect_right(segments, fetch_offset, key=_base_offset_of) - 1, 0)
+        found: list[AbortedTxn] = []
+        for segment in segments[slot:]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound_offset)
+            found += entries
+            if complete:
+                break
+        return found
 
     def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:
         """ListOffsets by timestamp: the first record (record precision) whose timestamp is
@@ -275,7 +364,8 @@ class Log:
                 return
             pending = list(self._unflushed)
             fds = _dup_all([segment.fd for segment in (*pending, self._segments[-1])])
-            index_paths = [path for segment in pending for path in segment.index_paths]
+            index_paths = [path for segment in pending
+                           for path in (*segment.index_paths, segment.txn_index.path)]
             sync_directory, self._directory_dirty = self._directory_dirty, False
             sync_parent, self._parent_dirty = self._parent_dirty, False
         try:
@@ -448,8 +538,11 @@ def _discover(directory: Path) -> list[int]:
 
 
 def _load_segments(directory: Path, base_offsets: list[int], config: LogConfig,
-                   now_ms: int) -> list[Segment]:
+                   now_ms: int) -> tuple[list[Segment], int | None]:
+    """The segments that make a consistent log, and the base offset of the first one that
+    had to be rescanned (None if only the active segment was)."""
     segments: list[Segment] = []
+    first_rescanned = None
     for i, base_offset in enumerate(base_offsets):
         last = i == len(base_offsets) - 1
         segment = Segment.open(directory, base_offset, config)
@@ -459,6 +552,8 @@ def _load_segments(directory: Path, base_offsets: list[int], config: LogConfig,
             logger.info("%s: rebuilding indexes: %s", segment.log_path, problem)
             cut = segment.recover(now_ms, contiguous=False)  # compaction may have left gaps
             segment.seal()
+            if first_rescanned is None:
+                first_rescanned = base_offset
         elif last:
             cut = segment.recover(now_ms)
         if segments and segments[-1].next_offset > base_offset:
@@ -474,12 +569,12 @@ def _load_segments(directory: Path, base_offsets: list[int], config: LogConfig,
                            segment.log_path, len(base_offsets) - i - 1)
             _delete_segment_files(directory, base_offsets[i + 1:])
             break
-    return segments
+    return segments, first_rescanned
 
 
 def _delete_segment_files(directory: Path, base_offsets: list[int]) -> None:
     for base_offset in reversed(base_offsets):  # newest first: the log stays a prefix
-        for suffix in (LOG_SUFFIX, ".index", ".timeindex"):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             segment_file(directory, base_offset, suffix).unlink(missing_ok=True)
 
 

@@ -1,11 +1,19 @@
 """Producer-state snapshot files: ``<offset>.snapshot`` in a partition's directory.
 
-A snapshot holds the idempotence state of every producer as of ``offset`` (the log end offset
-when it was taken). After a restart the partition loads the newest snapshot at or below its
-log end offset and replays batch headers from there (Kafka's ProducerStateManager does the
-same). Files are JSON, written to a temporary name, fsynced and renamed, so a crash leaves
-a whole snapshot or none; a snapshot above the log end offset (the log was truncated by
-recovery) is deleted as stale.
+A snapshot holds the state of every producer as of ``offset`` - what the batches below it
+left: epochs, sequences, coordinator epochs and open transactions' first offsets. After a
+restart the partition loads the newest snapshot at or below the offset it must replay from
+and replays batch headers from there (Kafka's ProducerStateManager does the same). Files are
+JSON, written to a temporary name, fsynced and renamed, so a crash leaves a whole snapshot or
+none; snapshots above the log end offset (the log was truncated, by recovery or by
+replication) are stale and deleted by ``delete_above``.
+
+Which are kept (``delete_unneeded``): the newest at or below the active segment's base
+offset (the partition takes one at every roll, so recovery, which rebuilds the active
+segment's aborted-transaction index, replays that segment only) and the newest two overall.
+
+Versions: 2 added ``coordinator_epoch`` and ``current_txn_first_offset`` to each producer;
+version 1 files are still read (no transaction was ever open when they were written).
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 SUFFIX = ".snapshot"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:
@@ -44,17 +53,26 @@ def write_snapshot(directory: Path, offset: int, producers: list[dict]) -> None:
     os.replace(temporary, path)
 
 
-def load_latest(directory: Path, max_offset: int) -> tuple[int, list[dict]] | None:
-    """The newest readable snapshot at or below ``max_offset``; stale ones above are deleted."""
-    for offset in reversed(list_snapshots(directory)):
-        path = snapshot_path(directory, offset)
+def delete_above(directory: Path, max_offset: int) -> None:
+    """Delete snapshots above ``max_offset`` (the log end offset): they are stale."""
+    for offset in list_snapshots(directory):
         if offset > max_offset:
+            path = snapshot_path(directory, offset)
             log.info("%s: deleting snapshot above the log end offset %d", path, max_offset)
             path.unlink(missing_ok=True)
+
+
+def load_latest(directory: Path, max_offset: int) -> tuple[int, list[dict]] | None:
+    """The newest readable snapshot at or below ``max_offset``; unreadable ones are deleted,
+    newer ones left alone (see ``delete_above``)."""
+    for offset in reversed(list_snapshots(directory)):
+        if offset > max_offset:
             continue
+        path = snapshot_path(directory, offset)
         try:
             document = json.loads(path.read_text())
-            if document.get("version") != VERSION or document.get("offset") != offset:
+            if (document.get("version") not in READABLE_VERSIONS
+                    or document.get("offset") != offset):
                 raise ValueError("unexpected version or offset")
             return offset, list(document["producers"])
         except (OSError, ValueError, KeyError) as error:
@@ -63,9 +81,14 @@ def load_latest(directory: Path, max_offset: int) -> tuple[int, list[dict]] | No
     return None
 
 
-def delete_older_than(directory: Path, offset: int, keep: int = 2) -> None:
-    """Drop snapshots below ``offset`` except the newest ``keep`` (retention housekeeping)."""
+def delete_unneeded(directory: Path, active_segment_base_offset: int, keep: int = 2) -> None:
+    """Keep the newest snapshot at or below ``active_segment_base_offset`` and the newest
+    ``keep``; delete the rest (see the module docstring)."""
     offsets = list_snapshots(directory)
-    for old in offsets[:-keep] if keep else offsets:
-        if old < offset:
-            snapshot_path(directory, old).unlink(missing_ok=True)
+    needed = set(offsets[-keep:] if keep else [])
+    at_or_below = [offset for offset in offsets if offset <= active_segment_base_offset]
+    if at_or_below:
+        needed.add(at_or_below[-1])
+    for offset in offsets:
+        if offset not in needed:
+            snapshot_path(directory, offset).unlink(missing_ok=True)

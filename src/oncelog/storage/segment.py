@@ -2,7 +2,8 @@
 
 Files, Kafka's names and formats: ``<base_offset:020d>.log`` holds v2 record batches exactly as
 stored (Kafka's on-disk format is the wire format), ``.index`` and ``.timeindex`` the sparse
-indexes described in ``storage.index``.
+indexes described in ``storage.index``, ``.txnindex`` the aborted transactions whose ABORT
+marker is in this segment (``storage.txn_index``; no file: none).
 
 Invariants:
 - The ``.log`` file is whole batches back to back, with increasing offsets from
@@ -16,6 +17,11 @@ Invariants:
   next segment's ``.log`` exists, so a segment followed by another one can be trusted after a
   cheap check (Kafka's recovery-point idea): see ``check_sealed``.
 - A sealed segment loads its index files lazily, on its first lookup.
+- The ``.txnindex`` is written through (an entry per abort marker, appended when the
+  partition writes or replicates the marker), cut with the segment by ``truncate_to`` and
+  removed with it; a segment does not rebuild it itself: it knows batches, not which
+  transaction a marker ends. Recovery's rebuild is the log's (``Log.rebuild_txn_indexes``),
+  fed by whoever replays producer state.
 - I/O: one ``fd`` per segment, open for the segment's life, ``O_APPEND`` so ``os.write``
   always lands at the end; reads use ``os.pread`` and never move a file offset.
 - The batch header is read with ``protocol.batches`` only; records are decoded (and maybe
@@ -40,6 +46,7 @@ from .config import LogConfig
 from .file_region import FileRegion
 from .index import (NO_TIMESTAMP, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE, OffsetAndTimestamp,
                     OffsetIndex, TimeIndex)
+from .txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +76,7 @@ class Segment:
         self._index_interval_bytes = config.index_interval_bytes
         self._offset_index: OffsetIndex | None = None  # None: sealed and not loaded yet
         self._time_index: TimeIndex | None = None
+        self.txn_index = TransactionIndex(segment_file(directory, base_offset, TXN_INDEX_SUFFIX))
 
     def __repr__(self) -> str:
         return (f"Segment({self.log_path.name}, offsets {self.base_offset}.."
@@ -96,6 +104,7 @@ class Segment:
         path = segment_file(directory, base_offset, LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         segment = cls(directory, base_offset, config, fd, 0, now_ms)
+        segment.txn_index.delete()  # a leftover of a segment once at this offset is not ours
         segment._offset_index = OffsetIndex(base_offset)
         segment._time_index = TimeIndex(base_offset)
         return segment
@@ -262,9 +271,9 @@ class Segment:
         if first.size > max_bytes:  # KIP-74: one oversized batch still makes progress
             if not min_one_batch:
                 return b""
-            size = first.size
+            size, next_offset = first.size, first.next_offset
         elif region_min_bytes is not None:
-            size = self._span(position, first, max_bytes, limit)
+            size, next_offset = self._span(position, first, max_bytes, limit)
         else:
             data = os.pread(self.fd, min(max_bytes, self.size - position), position)
             end = first.size
@@ -276,18 +285,19 @@ class Segment:
             # A view, not a slice: the bytes go on to the response encoder without a copy.
             return data if end == len(data) else memoryview(data)[:end]
         if region_min_bytes is not None and size >= region_min_bytes:
-            return FileRegion(self.fd, position, size)
+            return FileRegion(self.fd, position, size, next_offset)
         return os.pread(self.fd, size, position)
 
-    def _span(self, position: int, first: BatchHeader, max_bytes: int, limit: int) -> int:
+    def _span(self, position: int, first: BatchHeader, max_bytes: int,
+              limit: int) -> tuple[int, int]:
         """Bytes of the whole batches from ``position`` that fit ``max_bytes`` and start
-        below ``limit``, found from their headers alone."""
-        end, stop = position + first.size, position + max_bytes
+        below ``limit``, found from their headers alone, and the offset after the last."""
+        end, stop, next_offset = position + first.size, position + max_bytes, first.next_offset
         for at, header in self._walk(end, self.size):
             if at + header.size > stop or header.base_offset >= limit:
                 break
-            end = at + header.size
-        return end - position
+            end, next_offset = at + header.size, header.next_offset
+        return end - position, next_offset
 
     def find_by_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """The first record with a timestamp >= ``timestamp`` (Kafka's ListOffsets rule)."""
@@ -390,6 +400,7 @@ class Segment:
         os.ftruncate(self.fd, cut)
         self.size = cut
         self.next_offset = first_dropped.base_offset
+        self.txn_index.truncate_to(self.next_offset)
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -402,6 +413,7 @@ class Segment:
         self.close()
         for path in (self.log_path, *self.index_paths):
             path.unlink(missing_ok=True)
+        self.txn_index.delete()
 
 
 def _header_problem(header: BatchHeader, expected_offset: int, available: int,

@@ -10,9 +10,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oncelog.protocol.batches import iter_headers, parse_header
+from oncelog.protocol.batches import TRANSACTIONAL_FLAG, iter_headers, parse_header
+from oncelog.protocol.control_records import encode_marker
 from oncelog.protocol.records import GZIP, decode_records, make_batch
-from oncelog.storage import Log, LogConfig
+from oncelog.storage import AbortedTxn, Log, LogConfig
 from oncelog.storage.cleaner import TEMPORARY_DIRECTORY, LogCleaner, clean
 from oncelog.storage.segment import INDEX_SUFFIX, segment_file
 from tests.fake_clock import START_MS, FakeClock
@@ -145,6 +146,32 @@ def test_records_without_keys_and_producer_batches_are_left_alone(tmp_path):
     clean(log, clock.now, DAY_MS)
     kept = entries(log)
     assert (0, None, b"no key") in kept and (1, b"p", b"old") in kept
+
+
+def test_transactional_and_control_batches_and_the_txn_index_survive_compaction(tmp_path):
+    """Aborted records are not removed by compaction (not done yet): the cleaner leaves
+    every batch with a producer id - transactional data and markers - byte for byte, so a
+    rewritten segment's ``.txnindex`` (kept under its name) still describes it."""
+    clock = FakeClock()
+    log = open_log(tmp_path, clock)
+    append(log, clock, [(b"k", b"aborted")], producer_id=7, producer_epoch=0, base_sequence=0,
+           attributes=TRANSACTIONAL_FLAG)
+    marker = log.append(bytearray(encode_marker(7, 0, False, 0, clock.now)), 0).base_offset
+    log.append_aborted_txn(AbortedTxn(7, 0, marker, marker + 1))
+    for i in range(20):
+        append(log, clock, [(b"k", b"v%d" % i)])  # supersedes the aborted record's key
+    first = log.sealed_segments()[0]
+    before = os.pread(first.fd, 2 * 200, 0)
+    result = clean(log, clock.now, DAY_MS)
+    assert result.segments_rewritten >= 1
+    kept = entries(log)
+    assert (0, b"k", b"aborted") in kept and any(offset == marker for offset, _, _ in kept)
+    after = bytes(log.read(0, 1 << 20))
+    headers = [h for _, h in iter_headers(after)][:2]
+    assert [h.is_transactional for h in headers] == [True, True]
+    assert after[:headers[0].size + headers[1].size] == before[:headers[0].size
+                                                               + headers[1].size]
+    assert log.collect_aborted_transactions(0, 100) == [AbortedTxn(7, 0, marker, marker + 1)]
 
 
 def test_a_cleaned_log_reopens_and_recovers_to_the_same_records(tmp_path):
