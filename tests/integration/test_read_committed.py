@@ -4,9 +4,11 @@ of the earliest open transaction) while ``read_uncommitted`` reads past it, List
 ``latest`` answers the LSO or the HW by isolation level, and an aborted transaction's
 records reach a ``read_committed`` client with the aborted list that lets it drop them.
 
-Markers are the transaction coordinator's to write; until it exists, the last test writes
-them the way it will (``Partition.write_txn_marker``) into a stopped broker's data
-directory, then restarts the broker on it.
+Transactional batches go through the transaction coordinator's checks (transactional id,
+partition added to the transaction) when the broker has one; without it (before issue 12's
+coordinator half), they are sent under a producer id from InitProducerId with no
+transactional id, and the last test writes the markers the way the coordinator does
+(``Partition.write_txn_marker``) into a stopped broker's data directory.
 """
 
 from __future__ import annotations
@@ -17,45 +19,106 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from oncelog.partition import Partition, TopicSettings
+from oncelog.protocol import messages
 from oncelog.protocol.batches import iter_headers
 from oncelog.protocol.errors import ErrorCode
-from oncelog.protocol.messages import (FetchRequest, InitProducerIdRequest, ListOffsetsRequest,
-                                       MetadataRequest)
+from oncelog.protocol.messages import (FetchRequest, FindCoordinatorRequest,
+                                       InitProducerIdRequest, ListOffsetsRequest,
+                                       MetadataRequest, ProduceRequest)
 from oncelog.protocol.records import decode_records, make_batch
 from oncelog.storage import Log
 from tests.integration.raw import RawConnection
-from tests.integration.test_bad_input import produce
 from tests.unit.partition.replication_harness import CONFIGS
 
 TOPIC = "txn"
 TXN = 0x10
 FT = FetchRequest.FetchTopic
 LT = ListOffsetsRequest.ListOffsetsTopic
+PT = ProduceRequest.TopicProduceData
+# Does the broker have its transaction coordinator (the other half of issue 12)?
+COORDINATOR = hasattr(messages, "AddPartitionsToTxnRequest")
+RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+             ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS}
 
 
-def init_producer_id(conn: RawConnection) -> tuple[int, int]:
-    response = conn.request(InitProducerIdRequest(transactional_id=None,
-                                                  transaction_timeout_ms=60000,
-                                                  producer_id=-1, producer_epoch=-1), 4)
+def until_done(request, timeout: float = 20.0):
+    """Call ``request()`` until its error code is not a retriable coordinator one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = request()
+        if ErrorCode(response.error_code) not in RETRIABLE or time.monotonic() > deadline:
+            return response
+        time.sleep(0.1)
+
+
+def init_producer_id(conn: RawConnection, transactional_id: str | None) -> tuple[int, int]:
+    if transactional_id is not None:
+        until_done(lambda: conn.request(FindCoordinatorRequest(key=transactional_id,
+                                                               key_type=1), 3))
+    response = until_done(lambda: conn.request(InitProducerIdRequest(
+        transactional_id=transactional_id, transaction_timeout_ms=60000, producer_id=-1,
+        producer_epoch=-1), 4))
     assert response.error_code == 0
     return response.producer_id, response.producer_epoch
 
 
 class RawProducer:
-    """One producer id's batches with the right sequences, sent as a client would."""
+    """One producer id's batches with the right sequences, sent as a client would: with a
+    transactional id and AddPartitionsToTxn first when the broker has a coordinator."""
 
-    def __init__(self, conn: RawConnection) -> None:
+    def __init__(self, conn: RawConnection, transactional_id: str | None = None) -> None:
         self.conn = conn
-        self.producer_id, self.epoch = init_producer_id(conn)
+        self.transactional_id = transactional_id if COORDINATOR else None
+        self.producer_id, self.epoch = init_producer_id(conn, self.transactional_id)
         self.sequence = 0
+        self.in_transaction = False
 
     def send(self, *values: bytes, transactional: bool = True) -> int:
+        """Produce one batch; returns its base offset."""
+        result = self.try_send(*values, transactional=transactional)
+        assert result.error_code == ErrorCode.NONE, result.error_message
+        return result.base_offset
+
+    def try_send(self, *values: bytes, transactional: bool = True):
+        if transactional and self.transactional_id and not self.in_transaction:
+            self._add_partition()
         batch = make_batch(list(values), producer_id=self.producer_id, producer_epoch=self.epoch,
                            base_sequence=self.sequence, attributes=TXN if transactional else 0)
-        result = produce(self.conn, TOPIC, batch, acks=-1)
-        assert result.error_code == ErrorCode.NONE, result.error_message
-        self.sequence += len(values)
-        return result.base_offset
+        request = ProduceRequest(transactional_id=self.transactional_id, acks=-1,
+                                 timeout_ms=5000, topic_data=[PT(name=TOPIC, partition_data=[
+                                     PT.PartitionProduceData(index=0, records=batch)])])
+        result = self.conn.request(request, 9).responses[0].partition_responses[0]
+        if result.error_code == ErrorCode.NONE:
+            self.sequence += len(values)
+        return result
+
+    def _add_partition(self) -> None:
+        A = messages.AddPartitionsToTxnRequest
+        response = until_done(lambda: _first_result(self.conn.request(A(
+            v3_and_below_transactional_id=self.transactional_id,
+            v3_and_below_producer_id=self.producer_id,
+            v3_and_below_producer_epoch=self.epoch,
+            v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])]), 3)))
+        assert response.error_code == ErrorCode.NONE
+        self.in_transaction = True
+
+    def end(self, commit: bool) -> None:
+        """EndTxn at the coordinator, which writes the markers."""
+        response = until_done(lambda: self.conn.request(messages.EndTxnRequest(
+            transactional_id=self.transactional_id, producer_id=self.producer_id,
+            producer_epoch=self.epoch, committed=commit), 3))
+        assert response.error_code == ErrorCode.NONE
+        self.in_transaction = False
+
+
+class _Code:
+    def __init__(self, error_code: int) -> None:
+        self.error_code = error_code
+
+
+def _first_result(response) -> _Code:
+    return _Code(response.results_by_topic_v3_and_below[0].results_by_partition[0]
+                 .partition_error_code)
 
 
 def fetch(conn: RawConnection, isolation_level: int, offset: int = 0, version: int = 12,
@@ -94,7 +157,7 @@ def conn(broker):
 
 
 def test_read_committed_stops_at_the_first_open_transaction(conn):
-    plain, tx = RawProducer(conn), RawProducer(conn)
+    plain, tx = RawProducer(conn), RawProducer(conn, "stops")
     plain.send(b"before", transactional=False)  # 0
     first = tx.send(b"t1", b"t2")  # 1-2, opens the transaction
     plain.send(b"after", transactional=False)  # 3
@@ -119,7 +182,7 @@ def test_read_committed_stops_at_the_first_open_transaction(conn):
 
 
 def test_list_offsets_latest_depends_on_the_isolation_level(conn):
-    plain, tx = RawProducer(conn), RawProducer(conn)
+    plain, tx = RawProducer(conn), RawProducer(conn, "latest")
     plain.send(b"a", b"b", transactional=False)
     first = tx.send(b"t")
     plain.send(b"c", transactional=False)
@@ -131,7 +194,7 @@ def test_list_offsets_latest_depends_on_the_isolation_level(conn):
 
 @pytest.mark.parametrize("hard", [False, True], ids=["clean-restart", "kill-9"])
 def test_an_open_transaction_holds_the_lso_across_restarts(broker, conn, hard):
-    tx = RawProducer(conn)
+    tx = RawProducer(conn, f"restart-{hard}")
     RawProducer(conn).send(b"x", transactional=False)
     first = tx.send(b"t")
     conn.close()
@@ -145,11 +208,10 @@ def test_an_open_transaction_holds_the_lso_across_restarts(broker, conn, hard):
 
 
 def test_a_plain_batch_from_a_producer_with_an_open_transaction_is_refused(conn):
-    tx = RawProducer(conn)
+    tx = RawProducer(conn, "plain")
     tx.send(b"t")
-    batch = make_batch([b"plain"], producer_id=tx.producer_id, producer_epoch=tx.epoch,
-                       base_sequence=tx.sequence)
-    assert produce(conn, TOPIC, batch).error_code == ErrorCode.INVALID_TXN_STATE
+    assert tx.try_send(b"plain", transactional=False).error_code == ErrorCode.INVALID_TXN_STATE
+    assert tx.send(b"t2") == 1  # nothing was written, the sequence carries on
 
 
 def _write_markers(data_dir, markers: list[tuple[int, int, bool]]) -> None:
@@ -164,18 +226,28 @@ def _write_markers(data_dir, markers: list[tuple[int, int, bool]]) -> None:
 
 
 def test_a_read_committed_client_drops_what_an_abort_marker_ended(broker, conn):
-    kept, dropped, open_ = RawProducer(conn), RawProducer(conn), RawProducer(conn)
+    kept, dropped = RawProducer(conn, "kept"), RawProducer(conn, "dropped")
+    open_ = RawProducer(conn, "open")
     dropped.send(b"aborted-1")  # 0
     kept.send(b"committed-1")  # 1
     dropped.send(b"aborted-2")  # 2
     RawProducer(conn).send(b"plain", transactional=False)  # 3
     kept.send(b"committed-2")  # 4
-    conn.close()
-    broker.stop()
-    _write_markers(broker.data_dir, [(dropped.producer_id, dropped.epoch, False),  # 5
-                                     (kept.producer_id, kept.epoch, True)])  # 6
-    broker.start()
+    if COORDINATOR:
+        dropped.end(commit=False)  # 5
+        kept.end(commit=True)  # 6
+        conn.close()
+    else:
+        conn.close()
+        broker.stop()
+        _write_markers(broker.data_dir, [(dropped.producer_id, dropped.epoch, False),  # 5
+                                         (kept.producer_id, kept.epoch, True)])  # 6
+        broker.start()
     with RawConnection(broker.bootstrap) as again:
+        deadline = time.monotonic() + 10  # the coordinator may write markers after EndTxn
+        while latest(again, isolation_level=1) < 7 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert latest(again, isolation_level=1) == 7
         open_.conn = again
         open_first = open_.send(b"still-open")  # 7
         assert latest(again, isolation_level=1) == open_first
