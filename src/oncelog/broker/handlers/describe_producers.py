@@ -1,8 +1,9 @@
 """DescribeProducers (API key 61), version 0.
 
 Behaviour: for each requested partition, the producers whose idempotence state it keeps:
-producer id, epoch, last sequence, the timestamp of its last batch. Coordinator epoch and
-transaction start offset are -1 until transactions exist. Unknown topics or partitions get
+producer id, epoch, last sequence, the timestamp of its last batch, the epoch of the
+coordinator that wrote its last transaction marker here (-1: none) and the first offset of
+its transaction open here (-1: none). Unknown topics or partitions get
 UNKNOWN_TOPIC_OR_PARTITION for that partition only.
 """
 
@@ -35,7 +36,10 @@ async def handle(ctx: RequestContext, request) -> DescribeProducersResponse:
                                        producer_epoch=entry.producer_epoch,
                                        last_sequence=entry.last_sequence,
                                        last_timestamp=entry.last_timestamp,
-                                       coordinator_epoch=-1, current_txn_start_offset=-1)
+                                       coordinator_epoch=entry.coordinator_epoch,
+                                       current_txn_start_offset=(
+                                           -1 if entry.current_txn_first_offset is None
+                                           else entry.current_txn_first_offset))
                          for entry in partition.producer_state.producers.values()]
             results.append(_result(index, ErrorCode.NONE, None, producers))
         topics.append(TopicResult(name=topic.name, partitions=results))

@@ -6,7 +6,12 @@ Behaviour:
   ``fetch.max.bytes``). The first partition with data returns at least one batch even if it
   is larger than either limit (KIP-74), so a large batch never stalls a consumer.
 - Reads stop at the high watermark (``read_uncommitted``) or the last stable offset
-  (``read_committed``, which also carries an aborted-transaction list, empty for now).
+  (``read_committed``). A ``read_committed`` answer with records also lists the aborted
+  transactions (producer id, first offset) that overlap them, sorted by first offset, from
+  the partition's ``.txnindex`` files: the client drops those producers' records from each
+  first offset up to their ABORT marker. The list is bounded by the offset after the last
+  batch returned (a ``FileRegion`` knows it without being read); an empty answer has an
+  empty list, and ``read_uncommitted`` a null one.
 - A fetch offset outside [log start, log end] answers OFFSET_OUT_OF_RANGE, so the client's
   ``auto.offset.reset`` fires.
 - Long polling: if fewer than ``min_bytes`` are available and no partition has an error, the
@@ -32,6 +37,7 @@ import time
 
 from ...partition import IsolationLevel, Partition
 from ...protocol.api_keys import ApiKey
+from ...protocol.batches import iter_headers
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.fetch_body import SPLICE_MIN_BYTES
 from ...protocol.messages import FetchResponse
@@ -42,6 +48,7 @@ VERSIONS = range(4, 13)
 
 TopicData = FetchResponse.FetchableTopicResponse
 PartitionData = TopicData.PartitionData
+AbortedTransaction = PartitionData.AbortedTransaction
 
 
 async def handle(ctx: RequestContext, request) -> FetchResponse:
@@ -105,7 +112,23 @@ def _read_partition(ctx: RequestContext, topic: str, request_partition, isolatio
     except KafkaError as error:
         known = error.code == ErrorCode.OFFSET_OUT_OF_RANGE
         return _entry(index, error.code, partition if known else None, isolation, b""), None
-    return _entry(index, ErrorCode.NONE, partition, isolation, records), partition
+    entry = _entry(index, ErrorCode.NONE, partition, isolation, records)
+    if isolation is IsolationLevel.READ_COMMITTED and replica_id < 0 and len(records):
+        entry.aborted_transactions = [
+            AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
+            for producer_id, first_offset in partition.aborted_transactions(
+                request_partition.fetch_offset, _end_offset(records, partition))]
+    return entry, partition
+
+
+def _end_offset(records, partition: Partition) -> int:
+    """The offset after the last batch in ``records``: a region knows it, a small buffer
+    (below SPLICE_MIN_BYTES) is walked header by header; the LSO bounds it otherwise."""
+    next_offset = getattr(records, "next_offset", -1)
+    if next_offset < 0 and isinstance(records, (bytes, bytearray, memoryview)):
+        for _, header in iter_headers(records):
+            next_offset = header.next_offset
+    return next_offset if next_offset >= 0 else partition.last_stable_offset
 
 
 def _entry(index: int, code: ErrorCode, partition: Partition | None, isolation: IsolationLevel,

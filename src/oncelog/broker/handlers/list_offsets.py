@@ -3,11 +3,13 @@
 Behaviour, per partition:
 - ``-2`` EARLIEST and ``-4`` EARLIEST_LOCAL: the log start offset.
 - ``-1`` LATEST: the offset after the last readable record - the high watermark, which on a
-  single broker is the log end offset (last offset + 1); under ``read_committed`` the last
-  stable offset. (Not "last batch's base offset + 1".)
+  single broker is the log end offset (last offset + 1); under ``read_committed`` (v2+) the
+  last stable offset: the first offset of the earliest transaction not yet complete and
+  replicated, or the HW when there is none. (Not "last batch's base offset + 1".)
 - ``-3`` MAX_TIMESTAMP (v7+): the record with the largest timestamp.
 - a timestamp >= 0: the first record whose timestamp is >= it, at record precision (batches
-  are decoded for this, never on the produce or fetch path); offset -1 if there is none.
+  are decoded for this, never on the produce or fetch path); offset -1 if there is none, or
+  if it is not below the HW (the LSO under ``read_committed``).
 Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION; a stale ``current_leader_epoch`` gets
 FENCED_LEADER_EPOCH; a broker that does not lead the partition NOT_LEADER_OR_FOLLOWER. A new
 leader whose high watermark has not yet reached the start of its epoch answers anything but
