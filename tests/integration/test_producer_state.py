@@ -55,13 +55,6 @@ def test_init_producer_id_at_every_version_gives_unique_ids(broker, conn):
     assert after > max(pid for pid, _ in ids), "ids are never reused after a restart"
 
 
-def test_init_producer_id_with_transactional_id_is_refused_clearly(conn):
-    response = conn.request(InitProducerIdRequest(transactional_id="tx-1",
-                                                  transaction_timeout_ms=60000,
-                                                  producer_id=-1, producer_epoch=-1), 4)
-    assert response.error_code == ErrorCode.INVALID_REQUEST
-
-
 def test_retried_batch_gets_its_original_offset_and_is_not_written_again(conn):
     pid, epoch = init_producer_id(conn)
     offsets = [send(conn, pid, epoch, seq * 3, count=3) for seq in range(6)]

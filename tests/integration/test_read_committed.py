@@ -4,11 +4,9 @@ of the earliest open transaction) while ``read_uncommitted`` reads past it, List
 ``latest`` answers the LSO or the HW by isolation level, and an aborted transaction's
 records reach a ``read_committed`` client with the aborted list that lets it drop them.
 
-Transactional batches go through the transaction coordinator's checks (transactional id,
-partition added to the transaction) when the broker has one; without it (before issue 12's
-coordinator half), they are sent under a producer id from InitProducerId with no
-transactional id, and the last test writes the markers the way the coordinator does
-(``Partition.write_txn_marker``) into a stopped broker's data directory.
+Transactional batches are sent as a client sends them, at the Kafka-protocol level:
+FindCoordinator and InitProducerId with a transactional id, AddPartitionsToTxn, then Produce;
+EndTxn makes the coordinator write the markers.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import time
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from oncelog.partition import Partition, TopicSettings
 from oncelog.protocol import messages
 from oncelog.protocol.batches import iter_headers
 from oncelog.protocol.errors import ErrorCode
@@ -26,17 +23,13 @@ from oncelog.protocol.messages import (FetchRequest, FindCoordinatorRequest,
                                        InitProducerIdRequest, ListOffsetsRequest,
                                        MetadataRequest, ProduceRequest)
 from oncelog.protocol.records import decode_records, make_batch
-from oncelog.storage import Log
 from tests.integration.raw import RawConnection
-from tests.unit.partition.replication_harness import CONFIGS
 
 TOPIC = "txn"
 TXN = 0x10
 FT = FetchRequest.FetchTopic
 LT = ListOffsetsRequest.ListOffsetsTopic
 PT = ProduceRequest.TopicProduceData
-# Does the broker have its transaction coordinator (the other half of issue 12)?
-COORDINATOR = hasattr(messages, "AddPartitionsToTxnRequest")
 RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
              ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS}
 
@@ -64,11 +57,11 @@ def init_producer_id(conn: RawConnection, transactional_id: str | None) -> tuple
 
 class RawProducer:
     """One producer id's batches with the right sequences, sent as a client would: with a
-    transactional id and AddPartitionsToTxn first when the broker has a coordinator."""
+    transactional id, AddPartitionsToTxn before the first batch of a transaction."""
 
     def __init__(self, conn: RawConnection, transactional_id: str | None = None) -> None:
         self.conn = conn
-        self.transactional_id = transactional_id if COORDINATOR else None
+        self.transactional_id = transactional_id
         self.producer_id, self.epoch = init_producer_id(conn, self.transactional_id)
         self.sequence = 0
         self.in_transaction = False
@@ -214,17 +207,6 @@ def test_a_plain_batch_from_a_producer_with_an_open_transaction_is_refused(conn)
     assert tx.send(b"t2") == 1  # nothing was written, the sequence carries on
 
 
-def _write_markers(data_dir, markers: list[tuple[int, int, bool]]) -> None:
-    """What the transaction coordinator will do, done to a stopped broker's files."""
-    settings = TopicSettings.from_configs({**CONFIGS, "min.insync.replicas": "1"})
-    now = lambda: int(time.time() * 1000)  # noqa: E731
-    partition = Partition(TOPIC, 0, Log.open(data_dir / f"{TOPIC}-0", settings.log_config, now),
-                          settings, now)
-    for producer_id, epoch, commit in markers:
-        partition.write_txn_marker(producer_id, epoch, commit, coordinator_epoch=0)
-    partition.close()
-
-
 def test_a_read_committed_client_drops_what_an_abort_marker_ended(broker, conn):
     kept, dropped = RawProducer(conn, "kept"), RawProducer(conn, "dropped")
     open_ = RawProducer(conn, "open")
@@ -233,16 +215,9 @@ def test_a_read_committed_client_drops_what_an_abort_marker_ended(broker, conn):
     dropped.send(b"aborted-2")  # 2
     RawProducer(conn).send(b"plain", transactional=False)  # 3
     kept.send(b"committed-2")  # 4
-    if COORDINATOR:
-        dropped.end(commit=False)  # 5
-        kept.end(commit=True)  # 6
-        conn.close()
-    else:
-        conn.close()
-        broker.stop()
-        _write_markers(broker.data_dir, [(dropped.producer_id, dropped.epoch, False),  # 5
-                                         (kept.producer_id, kept.epoch, True)])  # 6
-        broker.start()
+    dropped.end(commit=False)  # 5
+    kept.end(commit=True)  # 6
+    conn.close()
     with RawConnection(broker.bootstrap) as again:
         deadline = time.monotonic() + 10  # the coordinator may write markers after EndTxn
         while latest(again, isolation_level=1) < 7 and time.monotonic() < deadline:

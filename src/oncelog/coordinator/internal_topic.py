@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from ..partition import AppendOrigin, Partition, PartitionManager
 from ..protocol.batches import TRANSACTIONAL_FLAG, iter_headers
+from ..protocol.control_records import decode_marker
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import decode_records, make_batch
 
@@ -28,7 +28,6 @@ _COMMIT_ERRORS = {  # Kafka's GroupMetadataManager.storeOffsets translation
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.NOT_ENOUGH_REPLICAS,
 }
 _READ_BYTES = 1 << 20
-_MARKER_KEY = struct.Struct(">hh")  # a control record's key: version, type (0 abort, 1 commit)
 
 
 class Entry(NamedTuple):
@@ -91,15 +90,17 @@ class InternalTopic:
             start = offset
             for position, header in iter_headers(data):
                 batch = data[position:position + header.size]
-                records = decode_records(batch, header)
                 if header.is_control:
-                    for record in records:
-                        if record.key is not None and len(record.key) >= _MARKER_KEY.size:
-                            _, kind = _MARKER_KEY.unpack_from(record.key)
-                            yield Entry(None, None, header.producer_id, kind == 1)
+                    try:
+                        commit, _ = decode_marker(batch, header)
+                    except KafkaError as error:
+                        log.error("%s-%d: skipping a control batch at offset %d: %s",
+                                  self.name, index, header.base_offset, error.message)
+                    else:
+                        yield Entry(None, None, header.producer_id, commit)
                 else:
                     producer_id = header.producer_id if header.is_transactional else -1
-                    for record in records:
+                    for record in decode_records(batch, header):
                         yield Entry(record.key, record.value, producer_id)
                 offset = header.next_offset
             if offset <= start:  # nothing readable there: stop rather than spin

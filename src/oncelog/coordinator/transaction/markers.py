@@ -8,7 +8,10 @@ does (one request per broker, one connection per broker). A marker that fails is
 every ``RETRY_S`` while the coordinator still owns the transactional id - a partition whose
 leader moved, or whose ISR is short, gets its marker later, never not at all (the
 transaction stays in its Prepare state meanwhile, and the LSO of that partition waits). A
-partition whose topic was deleted is skipped.
+partition whose topic was deleted is skipped; so is one that already saw a newer epoch of the
+producer (INVALID_PRODUCER_EPOCH: the marker is obsolete); TRANSACTION_COORDINATOR_FENCED
+(a newer coordinator wrote there) stops this coordinator with NOT_COORDINATOR, as Kafka's
+stops sending.
 
 ``write_marker_locally`` is the partition side, shared with the WriteTxnMarkers handler:
 append the marker, wait until the ISR has it, and - for a partition of
@@ -79,8 +82,19 @@ class TransactionMarkers:
             results = await self._write_round(sorted(pending), producer_id, producer_epoch,
                                               commit, coordinator_epoch)
             for (topic, index), code in results.items():
-                if code == ErrorCode.NONE or (code in _GIVE_UP
-                                              and topic not in self.broker.partitions.topics):
+                if code == ErrorCode.TRANSACTION_COORDINATOR_FENCED:
+                    raise KafkaError(ErrorCode.NOT_COORDINATOR,
+                                     f"{topic}-{index} has markers from a newer coordinator: "
+                                     "this one was replaced")
+                if code == ErrorCode.INVALID_PRODUCER_EPOCH:
+                    # the partition saw a newer epoch of this producer: a later transaction
+                    # (or a fence) already ended what this marker would end
+                    log.warning("marker for producer %d epoch %d in %s-%d is obsolete (a newer "
+                                "epoch wrote there); not retrying", producer_id,
+                                producer_epoch, topic, index)
+                    pending.discard((topic, index))
+                elif code == ErrorCode.NONE or (code in _GIVE_UP
+                                                and topic not in self.broker.partitions.topics):
                     pending.discard((topic, index))
                 else:
                     log.info("marker for producer %d in %s-%d: %s; retrying", producer_id,
