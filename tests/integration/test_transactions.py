@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -165,6 +166,31 @@ def test_kafka_python_and_aiokafka_transactions_are_read_by_librdkafka(broker):
                                                                           b"aiokafka"]
 
 
+def test_a_transaction_open_when_the_broker_was_killed_is_aborted_after_its_timeout(
+        broker_factory):
+    broker = broker_factory(settings={
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
+    create(broker.bootstrap, "tx-killed", partitions=1)
+    producer = transactional(broker.bootstrap, "app-killed",
+                             **{"transaction.timeout.ms": 3000})
+    producer.begin_transaction()
+    producer.produce("tx-killed", b"never-committed", partition=0)
+    producer.flush(10)
+    broker.restart(hard=True)  # kill -9 mid-transaction
+    other = transactional(broker.bootstrap, "app-after")
+    other.begin_transaction()
+    other.produce("tx-killed", b"committed-after", partition=0)
+    other.commit_transaction(30)
+    deadline = time.monotonic() + 15  # the timeout (3 s) plus the cleanup interval
+    while read(broker.bootstrap, "tx-killed", "read_committed", 1) != [b"committed-after"]:
+        assert time.monotonic() < deadline, "the open transaction still holds the LSO back"
+        time.sleep(0.2)
+    assert read(broker.bootstrap, "tx-killed", "read_uncommitted", 1) == [
+        b"never-committed", b"committed-after"]
+    with pytest.raises(KafkaException):  # the producer that began it was fenced
+        producer.commit_transaction(10)
+
+
 # -- bad input: Kafka's error codes, and the broker keeps serving --------------------------
 
 def _init(conn: RawConnection, transactional_id: str, timeout_ms: int = 60000):
@@ -212,3 +238,39 @@ def test_bad_transactional_requests_get_kafkas_error_codes(broker):
     producer.begin_transaction()
     producer.produce("tx-bad", b"still serving", partition=0)
     producer.commit_transaction(30)
+
+
+def test_transactions_cli_lists_describes_and_aborts_a_hanging_transaction(broker):
+    import subprocess
+    import sys
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "oncelog", "transactions", *args,
+                               "-b", broker.bootstrap], capture_output=True, text=True,
+                              timeout=60)
+
+    create(broker.bootstrap, "tx-cli", partitions=1)
+    producer = transactional(broker.bootstrap, "app-cli")
+    producer.begin_transaction()
+    producer.produce("tx-cli", b"hanging", partition=0)
+    producer.flush(10)
+
+    listed = cli("list")
+    assert listed.returncode == 0 and "app-cli\t" in listed.stdout and "Ongoing" in listed.stdout
+    described = cli("describe", "app-cli")
+    assert described.returncode == 0
+    assert "state:            Ongoing" in described.stdout
+    assert "partitions:       tx-cli-0" in described.stdout
+    missing = cli("describe", "no-such-id")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == "oncelog: describing 'no-such-id': TRANSACTIONAL_ID_NOT_FOUND"
+
+    assert read(broker.bootstrap, "tx-cli", "read_committed", 1) == []
+    wrong = cli("abort", "--topic", "tx-cli", "--partition", "0", "--start-offset", "5")
+    assert wrong.returncode == 1 and "no transaction open" in wrong.stderr
+    aborted = cli("abort", "--topic", "tx-cli", "--partition", "0", "--start-offset", "0")
+    assert aborted.returncode == 0, aborted.stderr
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "logger": quiet()})
+    plain.produce("tx-cli", b"after", partition=0)
+    plain.flush(10)
+    assert read(broker.bootstrap, "tx-cli", "read_committed", 1) == [b"after"]

@@ -207,10 +207,10 @@ class TransactionCoordinator:
                          topic: str, partition: int) -> ErrorCode:
         """KIP-890's defence, for a transactional produce: the partition must be in the id's
         ongoing transaction, and the producer its current one."""
-        meta = self.transactions.get(transactional_id)
-        if meta is None or not self.is_coordinator_for(transactional_id):
+        if not transactional_id or not self.is_coordinator_for(transactional_id):
             return ErrorCode.NONE  # coordinated elsewhere: nothing to check here
-        if meta.producer_id != producer_id:
+        meta = self.transactions.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch < meta.producer_epoch:
             return ErrorCode.PRODUCER_FENCED
