@@ -200,6 +200,66 @@ def latency_producer(bootstrap: str, topic: str, count: int, rate: float,
             "failures": failures[:10]}
 
 
+def transactional_produce(bootstrap: str, topic: str, value_size: int, count: int,
+                          per_transaction: int, transactional_id: str) -> dict:
+    """Produce ``count`` values to partition 0 in transactions of ``per_transaction``
+    records; time init_transactions done to the last commit, and each commit_transaction
+    call (what the application waits for)."""
+    producer = Producer(_quiet({"bootstrap.servers": bootstrap,
+                                "transactional.id": transactional_id,
+                                **{k: v for k, v in PRODUCER_BASE.items()
+                                   if k != "enable.idempotence"}}))
+    producer.init_transactions(30)
+    value = os.urandom(value_size)
+    produce_one, poll = producer.produce, producer.poll
+    commits: list[float] = []
+    cpu_start, wall_start = _cpu_seconds(), time.time()
+    start = time.perf_counter()
+    for first in range(0, count, per_transaction):
+        producer.begin_transaction()
+        for _ in range(min(per_transaction, count - first)):
+            while True:
+                try:
+                    produce_one(topic, value, partition=0)
+                    break
+                except BufferError:
+                    poll(0.001)
+        began = time.perf_counter()
+        producer.commit_transaction(60)
+        commits.append((time.perf_counter() - began) * 1000)
+    elapsed = time.perf_counter() - start
+    return {"messages": count, "value_bytes": value_size, "seconds": elapsed,
+            "msgs_per_s": count / elapsed, "mb_per_s": count * value_size / 1e6 / elapsed,
+            "transactions": len(commits), "commit_ms": commits,
+            "client_cpu_seconds": _cpu_seconds() - cpu_start,
+            "window": [wall_start, time.time()]}
+
+
+def consume_isolated(bootstrap: str, topic: str, isolation: str, expected: int,
+                     batch: int = 10_000) -> dict:
+    """Read ``expected`` values of partition 0 from its beginning with ``isolation.level``
+    (control records are not delivered, so the count is of data records)."""
+    consumer = _consumer(bootstrap, {"isolation.level": isolation})
+    partition = TopicPartition(topic, 0, OFFSET_BEGINNING)
+    received = value_bytes = 0
+    cpu_start, wall_start = _cpu_seconds(), time.time()
+    start = time.perf_counter()
+    consumer.assign([partition])
+    deadline = time.monotonic() + 300
+    while received < expected and time.monotonic() < deadline:
+        for message in consumer.consume(num_messages=min(batch, expected - received),
+                                        timeout=1.0):
+            if message.error() is None:
+                received += 1
+                value_bytes += len(message.value())
+    elapsed = time.perf_counter() - start
+    result = {"messages": received, "expected": expected, "seconds": elapsed,
+              "msgs_per_s": received / elapsed, "mb_per_s": value_bytes / 1e6 / elapsed,
+              "client_cpu_seconds": _cpu_seconds() - cpu_start,
+              "window": [wall_start, time.time()]}
+    return result, consumer.close
+
+
 def run(connection, name: str, kwargs: dict) -> None:
     """Entry point of a client process: run ``name`` and send its dict to the parent.
 

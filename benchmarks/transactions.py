@@ -1,0 +1,115 @@
+"""Figures for transactions (issue 12), on one broker this script starts:
+
+    .venv/bin/python benchmarks/transactions.py [--runs 3] [--scale 1.0]
+
+Per run, interleaved so that noise on the shared machine hits all alike, 1 KiB values to a
+fresh one-partition topic each:
+
+- ``plain``: ``throughput.py``'s producer (acks=all, no idempotence);
+- ``idempotent``: the same with ``enable.idempotence`` (what a transactional producer is,
+  plus transactions);
+- ``transactional``: the same values in transactions of 1,000 records, each committed
+  (``clients.transactional_produce``); every ``commit_transaction`` call is timed;
+- ``read_committed`` and ``read_uncommitted`` consumers over the transactional topic.
+
+Printed: medians (min-max) of MB/s, the ratios transactional / plain and transactional /
+idempotent, commit latency p50 and p99 over all commits of all runs, and read_committed /
+read_uncommitted. Raw runs go to ``benchmarks/results/transactions-<timestamp>.json``. A
+measuring tool: nothing passes or fails here; the targets of the issue are shown beside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from throughput import Topics, run_client, settle_disk, start_oncelog  # noqa: E402
+
+VALUE_BYTES = 1024
+MESSAGES_AT_SCALE_1 = 1_000_000
+PER_TRANSACTION = 1000
+CLIENT_TIMEOUT_S = 600
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def median_range(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0)
+    options = parser.parse_args(argv)
+    count = max(PER_TRANSACTION, round(MESSAGES_AT_SCALE_1 * options.scale))
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="oncelog-bench-txn-") as directory:
+        target = start_oncelog("oncelog", Path(directory), {})
+        topics = Topics(target.bootstrap, uuid.uuid4().hex[:8])
+        try:
+            for run in range(options.runs):
+                figures = {}
+                for name, extra in (("plain", {}), ("idempotent", {"enable.idempotence": True})):
+                    topic = topics.create(name)
+                    settle_disk()
+                    figures[name] = run_client("produce", CLIENT_TIMEOUT_S,
+                                               bootstrap=target.bootstrap, topic=topic,
+                                               value_size=VALUE_BYTES, count=count, acks="all",
+                                               extra=extra)
+                    topics.delete(topic)
+                topic = topics.create("transactional")
+                settle_disk()
+                figures["transactional"] = run_client(
+                    "transactional_produce", CLIENT_TIMEOUT_S, bootstrap=target.bootstrap,
+                    topic=topic, value_size=VALUE_BYTES, count=count,
+                    per_transaction=PER_TRANSACTION, transactional_id=f"bench-{run}")
+                for isolation in ("read_uncommitted", "read_committed"):
+                    figures[isolation] = run_client(
+                        "consume_isolated", CLIENT_TIMEOUT_S, bootstrap=target.bootstrap,
+                        topic=topic, isolation=isolation, expected=count)
+                topics.delete(topic)
+                for name, result in figures.items():
+                    if "error" in result:
+                        print(f"run {run + 1}: {name} failed: {result['error']}")
+                        return 1
+                    print(f"run {run + 1}: {name}: {result['mb_per_s']:.1f} MB/s")
+                runs.append(figures)
+        finally:
+            broker = target.close()
+    rates = {name: [r[name]["mb_per_s"] for r in runs] for name in runs[0]}
+    commits = [ms for r in runs for ms in r["transactional"]["commit_ms"]]
+    ratio = lambda a, b: statistics.median(rates[a]) / statistics.median(rates[b])  # noqa: E731
+    print(f"\n1 KiB values, {count:,} per run, transactions of {PER_TRANSACTION:,}; "
+          f"median (min-max) of {options.runs} runs")
+    for name, values in rates.items():
+        print(f"  {name:17} {median_range(values)} MB/s")
+    print(f"  transactional / plain       {ratio('transactional', 'plain'):.2f}   target >= 0.8")
+    print(f"  transactional / idempotent  {ratio('transactional', 'idempotent'):.2f}")
+    print(f"  commit latency p50 {percentile(commits, 0.5):.1f} ms, p99 "
+          f"{percentile(commits, 0.99):.1f} ms over {len(commits):,} commits   "
+          "target p99 <= 20 ms")
+    print(f"  read_committed / read_uncommitted  "
+          f"{ratio('read_committed', 'read_uncommitted'):.2f}   target >= 0.9")
+    out = HERE / "results" / f"transactions-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"options": vars(options), "count": count, "runs": runs,
+                               "broker": broker}, indent=1, default=str))
+    print(f"raw runs: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
