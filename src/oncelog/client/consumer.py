@@ -22,9 +22,10 @@ offsets starts) defaults to ``earliest``, so a new group misses nothing written 
 started; pass ``start="latest"`` to begin at the end.
 
 What neither can promise: what ``process`` did outside Kafka is not rolled back when the
-commit that follows fails — that needs offsets stored with the output (exactly-once, a
-later issue). A record ``process`` raised on stops the consumer; under at-least-once it and
-the rest of its batch are redelivered to the next consumer, under at-most-once they are gone.
+commit that follows fails — that needs offsets stored with the output (for output to
+Kafka: ``oncelog.client.transform.exactly_once_transform``, one transaction per batch). A
+record ``process`` raised on stops the consumer; under at-least-once it and the rest of its
+batch are redelivered to the next consumer, under at-most-once they are gone.
 """
 
 from __future__ import annotations
@@ -144,29 +145,12 @@ class GuaranteedConsumer:
     # -- mechanics -------------------------------------------------------------------------------
 
     def _poll(self, consumer: Consumer) -> list[ConsumedRecord]:
-        messages = consumer.consume(num_messages=self.batch_size, timeout=self.poll_timeout_s)
-        records = []
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                if error.fatal():
-                    raise KafkaException(error)
-                log.warning("%s consumer: %s", self.guarantee, error.str())
-                continue
-            records.append(ConsumedRecord(message.topic(), message.partition(),
-                                          message.offset(), message.timestamp()[1],
-                                          message.key(), message.value(),
-                                          list(message.headers() or [])))
-        return records
+        return poll_records(consumer, self.batch_size, self.poll_timeout_s,
+                            f"{self.guarantee} consumer")
 
     def _commit(self, consumer: Consumer, records: list[ConsumedRecord]) -> bool:
         """Commit the offset after each partition's last record, synchronously."""
-        ends: dict[tuple[str, int], int] = {}
-        for record in records:
-            ends[(record.topic, record.partition)] = record.offset + 1
-        offsets = [TopicPartition(t, p, o) for (t, p), o in ends.items()]
+        offsets = next_offsets(records)
         try:
             results = consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as error:
@@ -191,6 +175,34 @@ class GuaranteedConsumer:
                 consumer.seek(TopicPartition(topic, partition, offset))
             except KafkaException:
                 pass  # no longer ours: its next owner starts from the committed offset
+
+
+def poll_records(consumer: Consumer, batch_size: int, timeout_s: float,
+                 label: str) -> list[ConsumedRecord]:
+    """One ``consume()`` as records; end-of-partition events are skipped, other errors
+    logged, fatal ones raised."""
+    records = []
+    for message in consumer.consume(num_messages=batch_size, timeout=timeout_s):
+        error = message.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                continue
+            if error.fatal():
+                raise KafkaException(error)
+            log.warning("%s: %s", label, error.str())
+            continue
+        records.append(ConsumedRecord(message.topic(), message.partition(), message.offset(),
+                                      message.timestamp()[1], message.key(), message.value(),
+                                      list(message.headers() or [])))
+    return records
+
+
+def next_offsets(records: list[ConsumedRecord]) -> list[TopicPartition]:
+    """The offset after each partition's last record: what to commit for ``records``."""
+    ends: dict[tuple[str, int], int] = {}
+    for record in records:
+        ends[(record.topic, record.partition)] = record.offset + 1
+    return [TopicPartition(t, p, o) for (t, p), o in ends.items()]
 
 
 def at_most_once(bootstrap: str, group: str, topics: Iterable[str], process: Process,

@@ -39,8 +39,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from .consumer import next_offsets, poll_records
 from .reader import ConsumedRecord
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ class ExactlyOnceTransform:
                     key, value = output if isinstance(output, tuple) else (None, output)
                     self._produce(producer, key, value)
                     produced += 1
-            producer.send_offsets_to_transaction(_next_offsets(records),
+            producer.send_offsets_to_transaction(next_offsets(records),
                                                  consumer.consumer_group_metadata(),
                                                  self.timeout_s)
             self._commit(producer)
@@ -167,28 +168,8 @@ class ExactlyOnceTransform:
                          error.args[0].str())
 
     def _poll(self, consumer: Consumer) -> list[ConsumedRecord]:
-        records = []
-        for message in consumer.consume(num_messages=self.batch_size,
-                                        timeout=self.poll_timeout_s):
-            error = message.error()
-            if error is not None:
-                if error.fatal():
-                    raise KafkaException(error)
-                if error.code() != KafkaError._PARTITION_EOF:
-                    log.warning("exactly-once transform: %s", error.str())
-                continue
-            records.append(ConsumedRecord(message.topic(), message.partition(),
-                                          message.offset(), message.timestamp()[1],
-                                          message.key(), message.value(),
-                                          list(message.headers() or [])))
-        return records
-
-
-def _next_offsets(records: list[ConsumedRecord]) -> list[TopicPartition]:
-    ends: dict[tuple[str, int], int] = {}
-    for record in records:
-        ends[(record.topic, record.partition)] = record.offset + 1
-    return [TopicPartition(t, p, o) for (t, p), o in ends.items()]
+        return poll_records(consumer, self.batch_size, self.poll_timeout_s,
+                            "exactly-once transform")
 
 
 def _rewind(consumer: Consumer, records: list[ConsumedRecord]) -> None:
