@@ -5,11 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
-# kcat: one of the four real clients the integration tests use
+# kcat: one of the five real clients the integration tests use
 DEBIAN_PACKAGES=(kcat)
 # PySpark runs on a JVM: Spark 4 needs Java 17 or newer.
 if ! java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then
     DEBIAN_PACKAGES+=(openjdk-17-jre-headless)
+fi
+# tests/integration/test_java_client.py compiles a small program against the Apache Kafka Java
+# client (whose jars come from the java-client extra below): it needs javac, not just a JRE.
+if ! javac -version 2>&1 | grep -Eq 'javac (1[7-9]|[2-9][0-9])'; then
+    DEBIAN_PACKAGES+=(openjdk-17-jdk-headless)
 fi
 # The PostgreSQL sink's tests start a real server (initdb + postgres) of their own.
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
@@ -38,5 +43,5 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 echo "setup: installing oncelog and its pinned dependencies into .venv"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,spark,postgresql,verify]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,spark,postgresql,verify,java-client]'
 touch .venv/.installed

@@ -20,7 +20,8 @@ through a proxy; the group's rules apply to all of them.
 
 Use ``FaultProxy`` inside an event loop, or ``ProxyThread`` from synchronous code (tests, the
 verifier): it runs the proxy on its own loop in a daemon thread. Every decision comes from
-one ``random.Random(seed)``, and ``stats`` counts what was done.
+one ``random.Random(seed)``, and ``stats`` counts what was done and records the version of
+each API clients sent (what a client asks of the broker: docs/compatibility.md's tables).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class ProxyStats:
     cut_connections: int = 0
     rewritten_responses: int = 0
     dropped_by_api: dict[int, int] = field(default_factory=dict)
+    # API key -> the versions clients sent it at: what a client asks of this broker
+    versions_by_api: dict[int, set[int]] = field(default_factory=dict)
 
 
 class FaultProxy:
@@ -145,6 +148,7 @@ class FaultProxy:
                 if len(frame) >= _REQUEST_HEAD.size + 4:
                     api_key, version, correlation_id = _REQUEST_HEAD.unpack_from(frame, 4)
                     self.stats.requests += 1
+                    self.stats.versions_by_api.setdefault(api_key, set()).add(version)
                     if self.enabled and self.rules.cut_rate and \
                             self.random.random() < self.rules.cut_rate:
                         self.stats.cut_connections += 1
