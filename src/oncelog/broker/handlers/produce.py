@@ -131,10 +131,14 @@ def _verify_transaction(ctx: RequestContext, transactional_id: str | None, topic
     code = ctx.broker.transaction_coordinator.verify_partition(
         transactional_id, header.producer_id, header.producer_epoch, topic, data.index)
     if code is ErrorCode.PRODUCER_FENCED:
-        code = ErrorCode.INVALID_PRODUCER_EPOCH  # what Produce answers a fenced producer
+        raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,  # what Produce answers it
+                         f"producer {header.producer_id} epoch {header.producer_epoch} was "
+                         f"fenced by a newer instance of {transactional_id!r}")
+    if code is ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+        raise KafkaError(code, f"producer {header.producer_id} is not {transactional_id!r}'s")
     if code is not ErrorCode.NONE:
         raise KafkaError(code, f"{topic}-{data.index} is not in {transactional_id!r}'s "
-                               f"ongoing transaction ({code.name})")
+                               "ongoing transaction: AddPartitionsToTxn first")
 
 
 async def _wait_for_acks(result: PartitionResult, partition: Partition, required_offset: int,
