@@ -532,7 +532,9 @@ def test_group_protocol_errors_and_traps_on_the_wire(broker_factory):
         assert (found.error_code, found.node_id, found.port) == (E.NONE, 1, broker.port)
         found = raw.request(m.FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), 4)
         assert [(c.key, c.error_code) for c in found.coordinators] == [("a", 0), ("b", 0)]
-        assert raw.request(m.FindCoordinatorRequest(key="t", key_type=1), 2).error_code == \
+        transactional = raw.request(m.FindCoordinatorRequest(key="t", key_type=1), 2)
+        assert (transactional.error_code, transactional.node_id) == (E.NONE, 1)
+        assert raw.request(m.FindCoordinatorRequest(key="t", key_type=2), 2).error_code == \
             E.INVALID_REQUEST
 
         assert join(raw, session=500).error_code == E.INVALID_SESSION_TIMEOUT
