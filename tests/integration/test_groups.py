@@ -623,3 +623,37 @@ def test_consumer_offsets_is_compacted_and_offsets_reload_from_it(broker_factory
     broker.restart()
     assert committed(broker.bootstrap, "compactor") == {("compacted", 0): 200,
                                                         ("compacted", 1): 1200}
+
+
+def test_a_preset_consumer_fenced_by_its_own_instance_id_stops_instead_of_polling_on(
+        broker_factory):
+    """The verifier's at-least-once consumer on a cluster (seed 31, issue 12's CI run) was
+    fenced as a static member after a coordinator failover; librdkafka reported it as a
+    ``_FATAL`` consumer event, whose ``fatal()`` is false, so the preset logged it and polled
+    on for ever with nothing to read - never exiting, so never restarted. A fatal event now
+    ends ``run()`` with the error."""
+    from oncelog.client.consumer import at_least_once
+    broker = broker_factory(settings=SETTINGS)
+    create(broker.bootstrap, "fenced", 1)
+    produce(broker.bootstrap, "fenced", [f"id-{i}" for i in range(5)])
+    config = {"group.instance.id": "worker-1", "session.timeout.ms": 6000}
+    first = at_least_once(broker.bootstrap, "static-app", ["fenced"], lambda record: None,
+                          config=config)
+    outcome: list = []
+
+    def run_first() -> None:
+        try:
+            outcome.append(first.run(idle_timeout_s=30))
+        except KafkaException as error:
+            outcome.append(error)
+    thread = threading.Thread(target=run_first)
+    thread.start()
+    time.sleep(3)  # the first member joined and consumed
+    second = at_least_once(broker.bootstrap, "static-app", ["fenced"], lambda record: None,
+                           config=config)
+    second_thread = threading.Thread(target=lambda: second.run(idle_timeout_s=4))
+    second_thread.start()
+    thread.join(25)
+    second_thread.join(25)
+    assert not thread.is_alive(), "the fenced consumer is still polling"
+    assert isinstance(outcome[0], KafkaException) and "fenced" in str(outcome[0]).lower()

@@ -180,14 +180,16 @@ class GuaranteedConsumer:
 def poll_records(consumer: Consumer, batch_size: int, timeout_s: float,
                  label: str) -> list[ConsumedRecord]:
     """One ``consume()`` as records; end-of-partition events are skipped, other errors
-    logged, fatal ones raised."""
+    logged, fatal ones raised - including librdkafka's ``_FATAL`` event (a static member
+    fenced by another with its ``group.instance.id``), whose ``fatal()`` is false: left to
+    the log, the consumer would poll on for ever without a record, never to be restarted."""
     records = []
     for message in consumer.consume(num_messages=batch_size, timeout=timeout_s):
         error = message.error()
         if error is not None:
             if error.code() == KafkaError._PARTITION_EOF:
                 continue
-            if error.fatal():
+            if error.fatal() or error.code() == KafkaError._FATAL:
                 raise KafkaException(error)
             log.warning("%s: %s", label, error.str())
             continue
