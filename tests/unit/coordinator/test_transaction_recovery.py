@@ -71,18 +71,24 @@ async def settle(broker: Broker) -> None:
             return
 
 
+async def crash_after_prepare(tmp_path, commit: bool) -> tuple[Broker, int]:
+    """Write PrepareCommit (or PrepareAbort) for an open transaction, then crash (write
+    nothing more: no marker) and open a new broker on the files; (it, the producer id)."""
+    clock = FakeClock()
+    broker = open_broker(tmp_path, clock)
+    producer_id, epoch = await begin(broker)
+    coordinator = broker.transaction_coordinator
+    await coordinator._write(txn.end_transaction(coordinator.transactions["app"], producer_id,
+                                                 epoch, commit, clock()))
+    assert broker.partitions.get_partition("orders", 0).last_stable_offset == 0
+    again = open_broker(tmp_path, clock)
+    await settle(again)
+    return again, producer_id
+
+
 def test_a_transaction_that_reached_prepare_commit_commits_after_a_crash(tmp_path):
     async def scenario():
-        clock = FakeClock()
-        broker = open_broker(tmp_path, clock)
-        producer_id, epoch = await begin(broker)
-        coordinator = broker.transaction_coordinator
-        await coordinator._write(txn.end_transaction(coordinator.transactions["app"],
-                                                     producer_id, epoch, True, clock()))
-        assert broker.partitions.get_partition("orders", 0).last_stable_offset == 0
-        # kill -9: nothing more is written; the files hold PrepareCommit and no marker
-        again = open_broker(tmp_path, clock)
-        await settle(again)
+        again, _ = await crash_after_prepare(tmp_path, commit=True)
         assert again.transaction_coordinator.transactions["app"].state is S.COMPLETE_COMMIT
         for index in (0, 1):
             assert markers(again, index) == [True]
@@ -93,14 +99,7 @@ def test_a_transaction_that_reached_prepare_commit_commits_after_a_crash(tmp_pat
 
 def test_a_transaction_that_reached_prepare_abort_aborts_after_a_crash(tmp_path):
     async def scenario():
-        clock = FakeClock()
-        broker = open_broker(tmp_path, clock)
-        producer_id, epoch = await begin(broker)
-        coordinator = broker.transaction_coordinator
-        await coordinator._write(txn.end_transaction(coordinator.transactions["app"],
-                                                     producer_id, epoch, False, clock()))
-        again = open_broker(tmp_path, clock)
-        await settle(again)
+        again, producer_id = await crash_after_prepare(tmp_path, commit=False)
         assert again.transaction_coordinator.transactions["app"].state is S.COMPLETE_ABORT
         partition = again.partitions.get_partition("orders", 0)
         assert markers(again, 0) == [False]
