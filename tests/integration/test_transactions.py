@@ -266,6 +266,10 @@ def test_transactions_cli_lists_describes_and_aborts_a_hanging_transaction(broke
     assert missing.stderr.strip() == "oncelog: describing 'no-such-id': TRANSACTIONAL_ID_NOT_FOUND"
 
     assert read(broker.bootstrap, "tx-cli", "read_committed", 1) == []
+    producers = subprocess.run([sys.executable, "-m", "oncelog", "producers", "describe",
+                                "tx-cli", "-b", broker.bootstrap], capture_output=True,
+                               text=True, timeout=60)
+    assert producers.returncode == 0 and producers.stdout.splitlines()[1].endswith("\t0")
     wrong = cli("abort", "--topic", "tx-cli", "--partition", "0", "--start-offset", "5")
     assert wrong.returncode == 1 and "no transaction open" in wrong.stderr
     aborted = cli("abort", "--topic", "tx-cli", "--partition", "0", "--start-offset", "0")

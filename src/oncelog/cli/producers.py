@@ -1,4 +1,6 @@
-"""``oncelog producers describe TOPIC``: the idempotent producers each partition tracks."""
+"""``oncelog producers describe TOPIC``: the idempotent and transactional producers each
+partition tracks, with the start offset of a transaction a producer has open there (what
+``oncelog transactions abort --start-offset`` takes)."""
 
 from __future__ import annotations
 
@@ -10,14 +12,15 @@ from .common import Failure, bootstrap_option, topic_metadata
 
 @main.group()
 def producers() -> None:
-    """Inspect idempotent producers."""
+    """Inspect idempotent and transactional producers."""
 
 
 @producers.command("describe")
 @bootstrap_option
 @click.argument("topic")
 def producers_describe(bootstrap, topic) -> None:
-    """Show each partition's active producers: id, epoch, last sequence, last timestamp."""
+    """Show each partition's active producers: id, epoch, last sequence, last timestamp,
+    and the start offset of an open transaction (- for none)."""
     from kafka import KafkaAdminClient, TopicPartition
     from kafka.errors import KafkaError
 
@@ -32,8 +35,11 @@ def producers_describe(bootstrap, topic) -> None:
         raise Failure(f"cannot describe producers of {topic}: {error}") from None
     finally:
         admin.close()
-    click.echo("partition\tproducer id\tepoch\tlast sequence\tlast timestamp")
+    click.echo("partition\tproducer id\tepoch\tlast sequence\tlast timestamp\t"
+               "open transaction from")
     for partition in sorted(states, key=lambda tp: tp.partition):
         for producer in states[partition].active_producers:
+            start = producer.current_transaction_start_offset
             click.echo(f"{partition.partition}\t{producer.producer_id}\t{producer.producer_epoch}"
-                       f"\t{producer.last_sequence}\t{producer.last_timestamp}")
+                       f"\t{producer.last_sequence}\t{producer.last_timestamp}"
+                       f"\t{start if start >= 0 else '-'}")
