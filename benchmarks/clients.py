@@ -47,9 +47,11 @@ def _quiet(config: dict) -> dict:
 
 
 def produce(bootstrap: str, topic: str, value_size: int, count: int, acks: str,
-            extra: dict | None = None) -> dict:
+            extra: dict | None = None, flush_every: int = 0) -> dict:
     """Produce ``count`` values of ``value_size`` bytes to partition 0; time first produce to
-    flush() complete."""
+    flush() complete. ``flush_every`` > 0 also waits for every record to be acknowledged after
+    each ``flush_every`` records: the pipeline drain a transaction's commit has, without the
+    transaction."""
     failures: list[str] = []
 
     def on_delivery(error, _message) -> None:
@@ -74,7 +76,9 @@ def produce(bootstrap: str, topic: str, value_size: int, count: int, acks: str,
             except BufferError:
                 buffer_full += 1
                 poll(0.001)
-        if not number & 1023:  # only errors are reported; serving them rarely is enough
+        if flush_every and not (number + 1) % flush_every:
+            producer.flush(600)
+        elif not number & 1023:  # only errors are reported; serving them rarely is enough
             poll(0)
     enqueued = time.perf_counter()
     remaining = producer.flush(600)

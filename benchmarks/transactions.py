@@ -8,6 +8,10 @@ fresh one-partition topic each:
 - ``plain``: ``throughput.py``'s producer (acks=all, no idempotence);
 - ``idempotent``: the same with ``enable.idempotence`` (what a transactional producer is,
   plus transactions);
+- ``plain_flushed`` and ``idempotent_flushed``: those two producers waiting for every record's
+  acknowledgement after each 1,000 (``flush()``): the drain of the client's pipeline that
+  every commit has, without a transaction - what separates the cost of committing (the
+  broker's) from the cost of waiting (the client's);
 - ``transactional``: the same values in transactions of 1,000 records, each committed
   (``clients.transactional_produce``); every ``commit_transaction`` call is timed;
 - ``read_committed`` and ``read_uncommitted`` consumers over the transactional topic.
@@ -62,13 +66,16 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for run in range(options.runs):
                 figures = {}
-                for name, extra in (("plain", {}), ("idempotent", {"enable.idempotence": True})):
+                for name, extra, flush_every in (
+                        ("plain", {}, 0), ("idempotent", {"enable.idempotence": True}, 0),
+                        ("plain_flushed", {}, PER_TRANSACTION),
+                        ("idempotent_flushed", {"enable.idempotence": True}, PER_TRANSACTION)):
                     topic = topics.create(name)
                     settle_disk()
                     figures[name] = run_client("produce", CLIENT_TIMEOUT_S,
                                                bootstrap=target.bootstrap, topic=topic,
                                                value_size=VALUE_BYTES, count=count, acks="all",
-                                               extra=extra)
+                                               extra=extra, flush_every=flush_every)
                     topics.delete(topic)
                 topic = topics.create("transactional")
                 settle_disk()
@@ -95,9 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n1 KiB values, {count:,} per run, transactions of {PER_TRANSACTION:,}; "
           f"median (min-max) of {options.runs} runs")
     for name, values in rates.items():
-        print(f"  {name:17} {median_range(values)} MB/s")
+        print(f"  {name:19} {median_range(values)} MB/s")
     print(f"  transactional / plain       {ratio('transactional', 'plain'):.2f}   target >= 0.8")
     print(f"  transactional / idempotent  {ratio('transactional', 'idempotent'):.2f}")
+    print(f"  plain_flushed / plain       {ratio('plain_flushed', 'plain'):.2f}   "
+          "(the drain alone, no transaction)")
+    print(f"  transactional / idempotent_flushed  "
+          f"{ratio('transactional', 'idempotent_flushed'):.2f}   (the transactions' own cost)")
     print(f"  commit latency p50 {percentile(commits, 0.5):.1f} ms, p99 "
           f"{percentile(commits, 0.99):.1f} ms over {len(commits):,} commits   "
           "target p99 <= 20 ms")

@@ -8,6 +8,10 @@ import sys
 import time
 from datetime import datetime
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
 
 def oncelog(*args: str, stdin: str | None = None, check: bool = True, timeout: float = 60):
     result = subprocess.run([sys.executable, "-m", "oncelog", *args], input=stdin,
@@ -96,6 +100,62 @@ def test_usage_errors_are_one_line_too():
         assert done.stderr.startswith("oncelog: ") and done.stderr.count("\n") == 1
         assert words in done.stderr and "--help" in done.stderr
     assert oncelog("--help").stdout.startswith("Usage: oncelog")
+
+
+# Apache Kafka 3.9's config/server.properties (ZooKeeper mode), comments left out.
+STOCK_SERVER_PROPERTIES = """\
+broker.id=0
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.retention.check.interval.ms=300000
+group.initial.rebalance.delay.ms=0
+"""
+
+
+def test_a_misspelt_setting_stops_the_broker_with_one_line_naming_the_closest(tmp_path):
+    """Regression: log.flush.polcy=ack was logged as ignored and the broker served with the
+    default flush policy."""
+    done = oncelog("broker", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path),
+                   "--set", "log.flush.polcy=ack", check=False, timeout=30)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == ("oncelog: unknown broker config 'log.flush.polcy': neither oncelog's nor "
+                    "Apache Kafka's; did you mean 'log.flush.policy'?")
+    assert not (tmp_path / "meta.properties").exists()  # refused before touching the data
+
+
+def test_kafkas_stock_server_properties_starts_a_broker(broker_factory, tmp_path):
+    properties = tmp_path / "server.properties"
+    properties.write_text(STOCK_SERVER_PROPERTIES)
+    broker = broker_factory(extra_args=["--config", str(properties)])
+    b = ["--bootstrap", broker.bootstrap]
+    oncelog("produce", "stock", *b, stdin="x\n")
+    assert "stock\t1 partitions" in oncelog("topics", "list", *b).stdout
+    assert "num.io.threads" in broker.log_path.read_text()  # listed as ignored
+
+
+def test_create_topic_with_a_misspelt_config_gets_invalid_config(broker):
+    done = oncelog("topics", "create", "typo", "--bootstrap", broker.bootstrap,
+                   "--config", "retention.msec=1000", check=False)
+    assert done.returncode != 0
+    assert done.stderr == ("oncelog: cannot create topic typo: unknown topic config "
+                           "'retention.msec'; did you mean 'retention.ms'?\n")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    future = admin.create_topics([NewTopic("typo", 1, 1, config={"retention.msec": "1"})])["typo"]
+    with pytest.raises(KafkaException) as raised:
+        future.result(30)
+    assert raised.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert "did you mean 'retention.ms'?" in raised.value.args[0].str()
+    assert "typo" not in oncelog("topics", "list", "--bootstrap", broker.bootstrap).stdout
 
 
 def test_config_file_and_set_flags(broker_factory, tmp_path):

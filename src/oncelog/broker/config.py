@@ -5,16 +5,28 @@ Sources, lowest precedence first: built-in defaults, a ``server.properties``-sty
 to their broker-level counterparts (``log.retention.ms``...), and a topic may override them at
 creation. ``DescribeConfigs`` reports each value with its source, as Kafka does.
 
+A name that is neither oncelog's nor one of Apache Kafka's (``kafka_config_names``) stops the
+broker at start, naming the closest known name: a misspelt ``log.flush.polcy=ack`` would
+otherwise run with the default durability. Kafka's names that oncelog does not use are
+accepted and listed as ignored, so a stock ``server.properties`` still starts; likewise at
+topic level, where an unknown name gets INVALID_CONFIG and an unused Kafka one is dropped.
+
 Known divergences: ``log.flush.policy`` is oncelog's own (``os``: rely on the page cache like
 Kafka's default; ``ack``: fsync before acknowledging acks=all, batched across requests).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from .kafka_config_names import (KAFKA_BROKER_CONFIGS, KAFKA_TOPIC_CONFIGS, closest,
+                                 is_kafka_broker_config)
+
+log = logging.getLogger(__name__)
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -281,6 +293,9 @@ class BrokerConfig:
                     raw = str(max(value, -1))  # Kafka reads any negative retention as -1
                 name = canonical
             if name not in BROKER_CONFIGS:
+                if not is_kafka_broker_config(name):
+                    raise ConfigError(f"unknown broker config {name!r}: neither oncelog's nor "
+                                      f"Apache Kafka's{_suggestion(name, broker=True)}")
                 # Kafka warns and carries on, so a stock server.properties still starts.
                 self.ignored.append(name)
                 continue
@@ -306,14 +321,29 @@ class BrokerConfig:
         return defaults
 
 
+def _suggestion(name: str, broker: bool) -> str:
+    """'; did you mean X?' for the known name nearest ``name``: oncelog's own first (what
+    the user most likely meant to change), else Kafka's."""
+    ours = set(BROKER_CONFIGS) | set(_ALIASES) if broker else set(TOPIC_CONFIGS)
+    kafka = KAFKA_BROKER_CONFIGS if broker else KAFKA_TOPIC_CONFIGS
+    suggestion = closest(name, ours) or closest(name, kafka)
+    return f"; did you mean {suggestion!r}?" if suggestion else ""
+
+
 def validate_topic_configs(configs: dict[str, str]) -> dict[str, str]:
-    """Check topic-level overrides; raise ConfigError naming the first bad one."""
+    """Check topic-level overrides; raise ConfigError naming the first bad one. Kafka's topic
+    configs that oncelog does not use are dropped (and logged), as a broker config is."""
+    used = {}
     for name, raw in configs.items():
         definition = TOPIC_CONFIGS.get(name)
         if definition is None:
-            raise ConfigError(f"unknown topic config {name!r}")
+            if name in KAFKA_TOPIC_CONFIGS:
+                log.warning("topic config %r is not used by oncelog; ignoring it", name)
+                continue
+            raise ConfigError(f"unknown topic config {name!r}{_suggestion(name, broker=False)}")
         parse_value(definition, raw, name)
-    return dict(configs)
+        used[name] = raw
+    return used
 
 
 def parse_listener(listener: str) -> tuple[str, int]:

@@ -98,6 +98,27 @@ def test_unknown_broker_config_is_ignored_and_named():
     assert config["num.partitions"] == 2
 
 
+@pytest.mark.parametrize("name, message", [
+    ("log.flush.polcy", r"unknown broker config 'log\.flush\.polcy': neither oncelog's nor "
+                        r"Apache Kafka's; did you mean 'log\.flush\.policy'\?"),
+    ("replica.lag.time.max", r"did you mean 'replica\.lag\.time\.max\.ms'\?"),
+    ("num.netwrk.threads", r"did you mean 'num\.network\.threads'\?"),  # Kafka's, unused
+    ("colour", r"unknown broker config 'colour': neither oncelog's nor Apache Kafka's$"),
+])
+def test_a_name_neither_oncelog_nor_kafka_knows_is_refused_with_the_closest(name, message):
+    """Regression: a misspelt setting was logged as ignored and the broker ran on the
+    default - log.flush.polcy=ack gave no fsync at all."""
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig({name: "ack"})
+
+
+def test_kafkas_per_listener_and_security_settings_are_ignored_not_refused():
+    names = ["listener.name.internal.ssl.keystore.location", "ssl.keystore.password",
+             "sasl.enabled.mechanisms", "zookeeper.ssl.client.enable", "process.roles",
+             "remote.log.storage.manager.class.name"]
+    assert BrokerConfig({name: "x" for name in names}).ignored == names
+
+
 def test_precise_spelling_wins_over_alias():
     config = BrokerConfig({"log.retention.ms": "5000", "log.retention.hours": "1"})
     assert config["log.retention.ms"] == 5000
@@ -189,9 +210,16 @@ def test_validate_topic_configs():
     assert validate_topic_configs(configs) is not configs
 
 
+def test_kafkas_unused_topic_configs_are_dropped_not_refused():
+    configs = {"retention.ms": "60000", "preallocate": "true", "min.cleanable.dirty.ratio": "0.1"}
+    assert validate_topic_configs(configs) == {"retention.ms": "60000"}
+
+
 @pytest.mark.parametrize("configs, message", [
     ({"retention.ms": "1000", "log.retention.ms": "5"},
-     r"unknown topic config 'log\.retention\.ms'"),
+     r"unknown topic config 'log\.retention\.ms'; did you mean 'retention\.ms'\?"),
+    ({"retention.msec": "5"}, r"unknown topic config 'retention\.msec'; did you mean "
+                              r"'retention\.ms'\?"),
     ({"retention.ms": "soon"}, r"retention\.ms='soon' is invalid"),
     ({"segment.bytes": "10"}, r"segment\.bytes='10' is below the minimum 1024"),
     ({"message.timestamp.type": "create"}, r"message\.timestamp\.type='create' is invalid"),
