@@ -24,6 +24,11 @@ fi
 # Debian's jars on the JRE above (oncelog.cluster.zookeeper_process); the package starts no
 # service of its own (that is zookeeperd).
 DEBIAN_PACKAGES+=(zookeeper)
+# tests/power_cut compiles a small LD_PRELOAD library (fsync_journal.c) that journals fsyncs,
+# to simulate a power cut: it needs a C compiler and libc's headers.
+if ! command -v cc >/dev/null 2>&1; then
+    DEBIAN_PACKAGES+=(gcc libc6-dev)
+fi
 
 missing=()
 for package in "${DEBIAN_PACKAGES[@]}"; do

@@ -25,13 +25,15 @@ def free_port(host: str = "127.0.0.1") -> int:
 class BrokerProcess:
     def __init__(self, data_dir: Path, *, port: int | None = None, host: str = "127.0.0.1",
                  settings: dict[str, str] | None = None, log_path: Path | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, env: dict[str, str] | None = None
+                 ) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port or free_port(host)
         self.settings = dict(settings or {})
         self.log_path = log_path or self.data_dir.parent / f"broker-{self.port}.log"
         self.extra_args = list(extra_args or [])
+        self.env = dict(env or {})  # added to this process's environment
         self.process: subprocess.Popen | None = None
 
     @property
@@ -53,7 +55,8 @@ class BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL,
+                                        env={**os.environ, **self.env} if self.env else None)
         log.close()
         self.wait_ready(timeout)
         return self

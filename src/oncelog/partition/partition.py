@@ -110,6 +110,7 @@ class TopicSettings:
                 retention_ms=int(configs["retention.ms"]),
                 retention_bytes=int(configs["retention.bytes"]),
                 index_interval_bytes=int(configs["index.interval.bytes"]),
+                compacted="compact" in configs.get("cleanup.policy", "delete").split(","),
             ),
             max_message_bytes=int(configs["max.message.bytes"]),
             log_append_time=configs["message.timestamp.type"] == "LogAppendTime",

@@ -21,6 +21,9 @@ class LogConfig:
     retention_ms: int = _WEEK_MS  # log.retention.ms, -1 = keep forever
     retention_bytes: int = -1  # log.retention.bytes (per partition), -1 = no limit
     index_interval_bytes: int = 4096  # log.index.interval.bytes
+    # cleanup.policy includes compact: the cleaner may leave gaps between segments, so
+    # recovery must accept them (in any other log a gap is data that never reached the disk)
+    compacted: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.segment_bytes <= _INT32_MAX:

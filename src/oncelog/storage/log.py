@@ -32,7 +32,13 @@ rescanned with CRCs and its indexes rewritten; the active segment is always resc
 its indexes were only in memory. A torn or corrupt batch cuts its segment there. If that
 happens before the last segment, or a segment overlaps the one before it, the later segments
 are deleted (Kafka's recovery does the same) so the log stays a prefix of what was written.
-A gap between segments is accepted: compaction leaves them.
+A gap between segments is accepted in a compacted log: the cleaner leaves them. In any other
+log a gap is what a power loss leaves when segments rolled after the last fsync (their files
+exist, their records never reached the disk): the segments from the gap on are deleted, so the
+log ends where its durable records end instead of at an empty segment's base offset - where
+a consumer would wait for ever for offsets that do not exist. Under ``log.flush.policy=ack``
+nothing deleted this way was acknowledged (an ack waits for the fsync of every earlier
+segment too).
 
 Aborted-transaction indexes (``.txnindex``) are trusted like the other index files of a
 segment that passed ``check_sealed``; a missing one means no aborted transaction. From the
@@ -545,6 +551,13 @@ def _load_segments(directory: Path, base_offsets: list[int], config: LogConfig,
     first_rescanned = None
     for i, base_offset in enumerate(base_offsets):
         last = i == len(base_offsets) - 1
+        if segments and not config.compacted and segments[-1].next_offset < base_offset:
+            logger.warning("%s: the previous segment ends at offset %d, before this one starts "
+                           "at %d (what was between never reached the disk); deleting it and "
+                           "the %d after it", segment_file(directory, base_offset, LOG_SUFFIX),
+                           segments[-1].next_offset, base_offset, len(base_offsets) - i - 1)
+            _delete_segment_files(directory, base_offsets[i:])
+            break
         segment = Segment.open(directory, base_offset, config)
         cut = False
         problem = None if last else segment.check_sealed()

@@ -442,6 +442,38 @@ def test_a_new_directory_starts_at_offset_zero(tmp_path, clock):
     assert segment_files(log) == [f"{0:020d}.log"]
 
 
+def _lose_segments_after_a_power_cut(tmp_path, clock, **settings):
+    """Four segments (0, 3, 6, 9) of one-record batches; then, as a power cut after rolls that were never
+    fsynced, the last two segments' files come back empty."""
+    one = len(batch(b"v0-0"))
+    log = open_log(tmp_path, clock, segment_bytes=3 * one, **settings)
+    expected = fill(log, 10)
+    assert log.segment_base_offsets == [0, 3, 6, 9]
+    log.close()
+    for path in log.directory.iterdir():
+        if path.name.startswith(("00000000000000000006.", "00000000000000000009.")):
+            os.truncate(path, 0)
+    return expected
+
+
+def test_a_gap_between_segments_ends_the_log_where_its_durable_records_end(tmp_path, clock):
+    """Regression: the log ended at the empty last segment's base offset (9), and a consumer
+    at offset 6 waited for ever for records that did not exist."""
+    expected = _lose_segments_after_a_power_cut(tmp_path, clock)
+    log = open_log(tmp_path, clock)
+    assert log.log_end_offset == 6
+    assert read_all(log) == expected[:6]
+    assert log.append(batch(b"next"), leader_epoch=0).base_offset == 6
+
+
+def test_a_compacted_log_keeps_its_gaps(tmp_path, clock):
+    """The cleaner leaves gaps (and empty segments holding their place) in compacted logs:
+    there a gap is not a loss, and offsets must never be given out twice."""
+    _lose_segments_after_a_power_cut(tmp_path, clock, compacted=True)
+    log = open_log(tmp_path, clock, compacted=True)
+    assert log.log_end_offset == 9
+
+
 # -- timestamps -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
