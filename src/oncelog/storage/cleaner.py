@@ -23,12 +23,14 @@ One pass over a log (``clean``):
 2. **Filter.** A record survives if it is its key's latest by offset or by effective
    offset. A tombstone (a null value) that is its key's latest by both survives until
    ``delete.retention.ms`` after its segment's largest timestamp, so that readers who saw
-   the old value also see it deleted. Records without a key survive. Batches of aborted
-   transactions go whole. Batches kept whole whatever they hold: the last data batch and
-   the last control batch of each producer id in the whole log when they are cleanable (so
-   replaying the log rebuilds each producer's epoch, last sequence and coordinator epoch,
-   see below), the committed batches of a transaction whose marker is not cleanable yet,
-   and control batches that are not transaction markers.
+   the old value also see it deleted, and while an older record of its key is kept (see
+   next). Records without a key survive. Batches of aborted transactions go whole. Kept
+   whatever they hold: the last data batch and the last control batch of each producer id
+   in the whole log, when cleanable (so replaying the log rebuilds each producer's epoch,
+   last sequence and coordinator epoch, see below) - a last data batch is filtered like
+   any other but kept whole rather than emptied; the batches of a committed transaction
+   whose marker is not cleanable yet (which of two such transactions applied last is not
+   known); control batches that are not transaction markers.
    A transaction marker (COMMIT or ABORT) stays while any batch of its transaction is in
    the log. Once none is — aborted: removed; committed: compacted away — it stays until
    ``delete.retention.ms`` after its segment's largest timestamp (the tombstone horizon),
@@ -66,9 +68,9 @@ Producer state (``partition.producer_state``) is rebuilt from a snapshot plus a 
 the batches after it. Normally the replay starts at the active segment, which compaction
 never touches. It starts earlier when recovery rescans a sealed segment, when snapshots
 are gone, and on a follower that fetches a compacted log; then:
-- each producer's last data batch and last marker are in the log as written, so the
-  replay ends with its epoch, last sequence and coordinator epoch (Kafka retains the
-  same batches; it keeps them as empty batches, we keep their records: see gaps above).
+- each producer's last data batch and last marker are in the log with their headers as
+  written, so the replay ends with its epoch, last sequence and coordinator epoch (Kafka
+  retains the same batches).
   Fewer of its earlier batches may be retained for duplicate detection; a retry of one of
   those gets OUT_OF_ORDER_SEQUENCE_NUMBER, not a duplicate append;
 - a transaction's batches never outlive its marker, so a replay never opens a
@@ -85,9 +87,10 @@ Divergences from Kafka: no ``min.cleanable.dirty.ratio`` or ``min.compaction.lag
 log is cleaned whenever a segment became cleanable since its last pass, or a kept
 tombstone or marker has expired); segments are not merged; the tombstone and marker
 horizon is per segment (its largest timestamp), not the batch-level delete horizon of
-KIP-534; a retained batch keeps its records (Kafka empties them), so an aborted last data
-batch of a producer stays readable by ``read_uncommitted`` consumers (``read_committed``
-ones skip it, its index entry stays); a record may survive as its key's latest by
+KIP-534; a producer's last data batch keeps its records when none survives (Kafka
+keeps it empty, which librdkafka mishandles, see gaps), so such a batch of an aborted
+transaction stays readable by ``read_uncommitted`` consumers (``read_committed`` ones skip
+it: its marker and index entry stay too); a record may survive as its key's latest by
 effective offset where Kafka would drop it. Cleaning runs synchronously on the caller's
 thread and decodes every record of the cleanable segments, which suits internal topics,
 not large user topics.
