@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.client.reader import read_topic
+from oncelog.protocol.batches import iter_headers
 from oncelog.protocol.errors import ErrorCode
 from oncelog.protocol.messages import (AddPartitionsToTxnRequest, EndTxnRequest,
                                        FindCoordinatorRequest, InitProducerIdRequest)
@@ -278,3 +279,68 @@ def test_transactions_cli_lists_describes_and_aborts_a_hanging_transaction(broke
     plain.produce("tx-cli", b"after", partition=0)
     plain.flush(10)
     assert read(broker.bootstrap, "tx-cli", "read_committed", 1) == [b"after"]
+
+
+def test_compaction_removes_aborted_records_and_keeps_the_latest_committed_value(
+        broker_factory):
+    """A compacted topic written by a transactional producer: rounds of a committed and an
+    aborted transaction over the same keys, then padding so every round's segment is
+    sealed. The cleaner (at each log.retention.check.interval.ms) removes the aborted
+    batches physically - read_uncommitted no longer sees them - compacts the committed
+    records to the latest value per key, and, with delete.retention.ms=0, removes the
+    markers whose transaction left nothing: only the producer's last marker stays."""
+    broker = broker_factory(settings={"log.retention.check.interval.ms": "100"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("tx-compacted", 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "2048",
+        "delete.retention.ms": "0"})])["tx-compacted"].result(15)
+    keys = [b"k%d" % n for n in range(4)]
+    producer = transactional(broker.bootstrap, "app-compacted", **{"linger.ms": 0})
+    for round_ in range(6):
+        for outcome in ("committed", "aborted"):
+            producer.begin_transaction()
+            for key in keys:
+                producer.produce("tx-compacted", key=key, partition=0,
+                                 value=b"%s-%d-" % (outcome.encode(), round_) + b"x" * 150)
+                producer.flush(10)
+            if outcome == "committed":
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+    producer.begin_transaction()
+    for key in keys:
+        producer.produce("tx-compacted", key=key, value=b"final", partition=0)
+    producer.commit_transaction(30)
+    padding = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for number in range(30):  # seals the final round's segment
+        padding.produce("tx-compacted", key=b"pad", value=b"p" * 150, partition=0)
+        padding.flush(10)
+
+    def view(isolation: str) -> list[tuple[int, bytes, bytes]]:
+        return [(r.offset, r.key, r.value) for r in read_topic(
+            broker.bootstrap, "tx-compacted", isolation_level=isolation)]
+
+    deadline = time.monotonic() + 10
+    while any(value.startswith(b"aborted") for _, _, value in view("read_uncommitted")):
+        assert time.monotonic() < deadline, "the aborted records are still there"
+        time.sleep(0.2)
+    uncommitted, committed = view("read_uncommitted"), view("read_committed")
+    assert committed == uncommitted  # nothing left for read_committed to hide
+    assert [(key, value) for _, key, value in committed if key != b"pad"] == [
+        (key, b"final") for key in keys]
+    offsets = [offset for offset, _, _ in committed]
+    assert offsets == sorted(offsets) and offsets[-1] == 6 * 2 * 5 + 5 + 30 - 1
+
+    def control_batches() -> list[int]:
+        found = []
+        for path in sorted((broker.data_dir / "tx-compacted-0").glob("*.log")):
+            data = path.read_bytes()
+            found += [h.base_offset for _, h in iter_headers(data) if h.is_control]
+        return found
+
+    deadline = time.monotonic() + 10
+    while len(control_batches()) > 1:  # markers go in the pass after their batches
+        assert time.monotonic() < deadline, control_batches()
+        time.sleep(0.2)
+    assert control_batches() == [6 * 2 * 5 + 4]  # the final commit: the producer's last
+    assert not list((broker.data_dir / "tx-compacted-0").glob("*.txnindex"))

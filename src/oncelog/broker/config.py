@@ -172,8 +172,9 @@ BROKER_CONFIGS = {d.name: d for d in (
     ConfigDef("log.cleaner.enable", _bool, "true",
               "Compact logs whose cleanup.policy includes compact."),
     ConfigDef("log.cleaner.delete.retention.ms", _int, str(DAY_MS),
-              "How long compaction keeps a tombstone (a null value) after its segment is "
-              "sealed.", "delete.retention.ms", minimum=0),
+              "How long compaction keeps a tombstone (a null value), or a transaction "
+              "marker whose records are gone, after its segment's newest record.",
+              "delete.retention.ms", minimum=0),
     # Replication and the cluster (issue 11); without zookeeper.connect the broker is alone
     ConfigDef("zookeeper.connect", _str, "",
               "HOST:PORT[,HOST:PORT...][/chroot] of the ZooKeeper ensemble that forms the "

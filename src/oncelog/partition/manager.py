@@ -377,8 +377,10 @@ class PartitionManager:
         partition.log.roll_if_due()
         if "compact" in policies and self.config["log.cleaner.enable"]:
             try:
+                # Up to the LSO only: open transactions and unreplicated records stay.
                 self.cleaner.maybe_clean(partition.log, self.clock(),
-                                         int(configs["delete.retention.ms"]))
+                                         int(configs["delete.retention.ms"]),
+                                         partition.last_stable_offset)
             except (OSError, KafkaError) as error:  # the log stays as it was; retry next time
                 log.error("%s: compaction failed: %s", partition, error)
         if "delete" in policies:

@@ -19,7 +19,8 @@ Invariants:
 - A sealed segment loads its index files lazily, on its first lookup.
 - The ``.txnindex`` is written through (an entry per abort marker, appended when the
   partition writes or replicates the marker), cut with the segment by ``truncate_to`` and
-  removed with it; a segment does not rebuild it itself: it knows batches, not which
+  removed with it, rewritten by compaction with the entries of the markers it keeps
+  (``storage.cleaner``); a segment does not rebuild it itself: it knows batches, not which
   transaction a marker ends. Recovery's rebuild is the log's (``Log.rebuild_txn_indexes``),
   fed by whoever replays producer state.
 - I/O: one ``fd`` per segment, open for the segment's life, ``O_APPEND`` so ``os.write``

@@ -16,7 +16,9 @@ other transaction still open, or ``last_offset + 1``.
 
 Invariants: entries' ``last_offset`` strictly increase and lie inside the segment's offsets;
 the file holds exactly the entries in memory (appended through, one ``os.write`` per abort;
-cut by ``truncate_to``; replaced whole, temp file and rename, by ``replace``). A missing file
+cut by ``truncate_to``; replaced whole, temp file and rename, by ``replace``, or by
+compaction, which drops an entry with its marker and renames a new file in place: a
+segment's fresh ``TransactionIndex`` then reads it). A missing file
 means no aborted transaction: segments written before transactions existed have none.
 
 Reads: ``collect`` answers a ``read_committed`` fetch's question - which aborted

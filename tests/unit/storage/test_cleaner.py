@@ -136,7 +136,9 @@ def test_tombstones_are_kept_until_delete_retention_then_removed(tmp_path):
     assert all(key != b"gone" for _, key, _ in entries(log))
 
 
-def test_records_without_keys_and_producer_batches_are_left_alone(tmp_path):
+def test_records_without_keys_and_a_producers_last_batch_are_left_alone(tmp_path):
+    """The idempotent batch is its producer's last: kept whole so that replaying the log
+    rebuilds the producer's sequence state (test_cleaner_transactions has the rest)."""
     clock = FakeClock()
     log = open_log(tmp_path, clock)
     append(log, clock, [(None, b"no key")])
@@ -148,10 +150,11 @@ def test_records_without_keys_and_producer_batches_are_left_alone(tmp_path):
     assert (0, None, b"no key") in kept and (1, b"p", b"old") in kept
 
 
-def test_transactional_and_control_batches_and_the_txn_index_survive_compaction(tmp_path):
-    """Aborted records are not removed by compaction (not done yet): the cleaner leaves
-    every batch with a producer id - transactional data and markers - byte for byte, so a
-    rewritten segment's ``.txnindex`` (kept under its name) still describes it."""
+def test_a_producers_last_batches_and_their_txn_index_entry_survive_compaction(tmp_path):
+    """An aborted batch that is its producer's last data batch, and the ABORT marker that is
+    its last control batch, stay byte for byte (producer state is rebuilt from them), so
+    the rewritten segment's ``.txnindex`` keeps the entry that hides the batch from
+    ``read_committed`` readers. Other aborted batches go: see test_cleaner_transactions."""
     clock = FakeClock()
     log = open_log(tmp_path, clock)
     append(log, clock, [(b"k", b"aborted")], producer_id=7, producer_epoch=0, base_sequence=0,
