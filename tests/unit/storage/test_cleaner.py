@@ -21,7 +21,7 @@ from tests.fake_clock import START_MS, FakeClock
 DAY_MS = 24 * 3600 * 1000
 
 def open_log(path: Path, clock: FakeClock, segment_bytes: int = 1024) -> Log:
-    return Log.open(path / "__consumer_offsets-0", LogConfig(segment_bytes=segment_bytes), clock)
+    return Log.open(path / "__consumer_offsets-0", LogConfig(segment_bytes=segment_bytes, compacted=True), clock)
 
 
 def append(log: Log, clock: FakeClock, pairs: list[tuple[bytes | None, bytes | None]],

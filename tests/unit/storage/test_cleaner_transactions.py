@@ -37,7 +37,7 @@ class Writer:
 
     def __init__(self, path: Path, clock: FakeClock, segment_bytes: int = 600) -> None:
         self.clock = clock
-        self.log = Log.open(path / "topic-0", LogConfig(segment_bytes=segment_bytes), clock)
+        self.log = Log.open(path / "topic-0", LogConfig(segment_bytes=segment_bytes, compacted=True), clock)
         self.state = ProducerStateManager("topic-0")
         self.sequences: dict[int, int] = {}
 
@@ -231,7 +231,7 @@ def test_aborted_batches_go_committed_records_compact_and_markers_wait_for_the_h
     # A reopened log (recovery) reads the same; another pass changes nothing.
     end = log.log_end_offset
     log.close()
-    reopened = Log.open(tmp_path / "topic-0", LogConfig(segment_bytes=600), clock)
+    reopened = Log.open(tmp_path / "topic-0", LogConfig(segment_bytes=600, compacted=True), clock)
     assert read_uncommitted(reopened) == committed_after and reopened.log_end_offset == end
     assert clean(reopened, clock.now, DAY_MS).segments_rewritten == 0
     reopened.close()
@@ -419,7 +419,7 @@ def test_a_crash_mid_swap_never_hides_a_committed_record_or_shows_an_aborted_one
     w.marker(1, commit=True)
     w.data(2, [(b"c", b"2")])
     w.marker(2, commit=True)
-    w.log.config = LogConfig(segment_bytes=100)  # the next append rolls: all above is sealed
+    w.log.config = LogConfig(segment_bytes=100, compacted=True)  # the next append rolls: all above is sealed
     w.plain([(b"tail", b"x")])
     assert len(w.log.segment_base_offsets) == 2
     clock.now += 2 * DAY_MS
@@ -444,7 +444,7 @@ def test_a_crash_mid_swap_never_hides_a_committed_record_or_shows_an_aborted_one
         clean(w.log, clock.now, DAY_MS)
     monkeypatch.undo()
     w.log.close()
-    log = Log.open(tmp_path / "topic-0", LogConfig(segment_bytes=100), clock)
+    log = Log.open(tmp_path / "topic-0", LogConfig(segment_bytes=100, compacted=True), clock)
     assert read_committed(log) == visible
     assert 2 in markers(log)  # the ABORT marker, with or without its entry: both harmless
     assert clean(log, clock.now, DAY_MS).markers_removed == 1
