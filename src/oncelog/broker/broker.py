@@ -77,6 +77,7 @@ class Broker:
                                            lease=self.lease)
         self.partitions.live_broker_ids = lambda: sorted(self.live_brokers) or [self.node_id]
         self.flusher = Flusher()
+        self.partitions.flusher = self.flusher
         self.producer_ids = ProducerIdManager(self.store)
         self.offsets_topic = OffsetsTopic(self.partitions, clock)
         self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(config),

@@ -108,6 +108,9 @@ class PartitionManager:
         # cluster mode: called with (partition, proposed state) when a leader proposes an ISR
         # change while serving a follower's fetch
         self.isr_listener: Callable[[Partition, PartitionState], None] | None = None
+        # the group-commit flusher (the broker sets it): under log.flush.policy=ack each
+        # partition's high watermark waits for it
+        self.flusher = None
         # the brokers new replicas may be placed on (the broker sets it: live brokers)
         self.live_broker_ids: Callable[[], list[int]] = lambda: [self.node_id]
         self.topics: dict[str, Topic] = {}
@@ -158,6 +161,8 @@ class PartitionManager:
         partition = Partition(topic, index, partition_log, settings, self.clock,
                               replica_id=self.node_id, replicas=replicas, lease=self.lease)
         partition.isr_listener = self.isr_listener
+        if self.flusher is not None and self.config["log.flush.policy"] == "ack":
+            partition.flush_requester = self.flusher.request
         return partition
 
     # -- lookups ---------------------------------------------------------------------------

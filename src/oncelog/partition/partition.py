@@ -177,6 +177,9 @@ class Partition:
         # the ISR changes we propose while serving a follower's fetch.
         self.lease = lease or ALWAYS_VALID
         self.isr_listener: Callable[[Partition, PartitionState], None] | None = None
+        # log.flush.policy=ack: asked for an fsync after every append, called back when it is
+        # done; the high watermark then never passes what the leader has fsynced.
+        self.flush_requester: Callable[[Log, Callable[[], None]], None] | None = None
         self.epoch_cache = LeaderEpochCache(log.directory)
         # A single replica's log holds only acknowledged (or attempted) appends, so after a
         # restart its HW starts at the LEO. A replicated one starts from its checkpoint:
@@ -282,6 +285,8 @@ class Partition:
                                        bytes(buffer) if header.is_control else None,
                                        self.clock())
         self._wake_fetchers()  # followers wait for new data, consumers for the HW
+        if self.flush_requester is not None:
+            self.flush_requester(self.log, self._maybe_advance_high_watermark)
         self._maybe_advance_high_watermark()
         self._check_invariants()
         return info
@@ -320,6 +325,8 @@ class Partition:
                   "COMMIT" if commit else "ABORT", producer_id, producer_epoch,
                   info.base_offset)
         self._wake_fetchers()
+        if self.flush_requester is not None:
+            self.flush_requester(self.log, self._maybe_advance_high_watermark)
         self._maybe_advance_high_watermark()
         self._check_invariants()
         return info
@@ -424,7 +431,8 @@ class Partition:
         """Leader: the HW is the smallest LEO over the maximal ISR; it never goes back."""
         if not self.is_leader:
             return
-        new = self.log_end_offset
+        new = (self.log.durable_end_offset if self.flush_requester is not None
+               else self.log_end_offset)
         for replica in self.isr_state.maximal:
             if replica != self.replica_id:
                 follower = self.followers.get(replica)

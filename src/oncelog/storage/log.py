@@ -103,6 +103,8 @@ class Log:
         self._clock = clock
         self._segments = segments
         self._unflushed: list[Segment] = []  # sealed, not yet fsynced
+        # Offsets below it were fsynced by ``flush`` (or survived the last recovery).
+        self._durable_end = segments[-1].next_offset
         self._directory_dirty = True  # recovery may have created, cut or removed files
         self._parent_dirty = False
         self._lock = threading.Lock()
@@ -144,6 +146,11 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         return self._segments[-1].next_offset
+
+    @property
+    def durable_end_offset(self) -> int:
+        """The end of what the last ``flush`` fsynced: what a power loss cannot take."""
+        return min(self._durable_end, self.log_end_offset)
 
     @property
     def size_bytes(self) -> int:
@@ -369,6 +376,7 @@ class Log:
             if self._closed:
                 return
             pending = list(self._unflushed)
+            end = self._segments[-1].next_offset
             fds = _dup_all([segment.fd for segment in (*pending, self._segments[-1])])
             index_paths = [path for segment in pending
                            for path in (*segment.index_paths, segment.txn_index.path)]
@@ -393,6 +401,9 @@ class Log:
                 os.close(fd)
         with self._lock:
             self._unflushed = [segment for segment in self._unflushed if segment not in pending]
+            # a truncation meanwhile lowered the end: what it cut is not durable either
+            self._durable_end = min(max(self._durable_end, end),
+                                    self._segments[-1].next_offset)
 
     # -- compaction ------------------------------------------------------------------------
 
@@ -480,6 +491,7 @@ class Log:
                 keep = [Segment.create(self.directory, offset, self.config, now_ms)]
             self._segments = keep
             self._unflushed = [segment for segment in self._unflushed if segment in keep[:-1]]
+            self._durable_end = min(self._durable_end, keep[-1].next_offset)
             self._directory_dirty = True
         logger.info("%s: truncated to offset %d; log_end_offset is now %d",
                     self.directory, offset, self.log_end_offset)
@@ -495,6 +507,7 @@ class Log:
             self._segments = [Segment.create(self.directory, offset, self.config, now_ms)]
             self._segments[-1].activate()
             self._unflushed = []
+            self._durable_end = offset
             self._directory_dirty = True
         logger.info("%s: emptied; starts again at offset %d", self.directory, offset)
 
