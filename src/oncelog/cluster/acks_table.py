@@ -46,7 +46,7 @@ CLUSTER_SETTINGS = {
 }
 SHORT_PAUSE_S = 0.8    # < replica.lag.time.max.ms: the followers stay in the ISR
 LONG_PAUSE_S = 3.5     # > replica.lag.time.max.ms, < the ZooKeeper session
-RESTART_AFTER_S = 3.0  # the killed leader comes back this long after its death ...
+RESTART_AFTER_S = 3.0  # the killed leader comes back this long after a new one was elected ...
 LATE_RESTART_AFTER_S = 10.0  # ... or, when the ISR had shrunk to it, this long: long
                              # past the session, so an unclean election has happened by then
 
@@ -162,8 +162,26 @@ class AcksTable:
                 cluster.resume(follower)
         result.kills += 1
         result.events.append(f"paused {followers} for {pause_s} s, killed leader {leader}")
+        if not long_pause:
+            # A clean election must happen before the old leader is back: on a loaded
+            # machine the controller may notice the death late, and a leader restarted
+            # first would simply lead again with everything it had acknowledged.
+            self._wait_for_new_leader(topic, leader)
         time.sleep(LATE_RESTART_AFTER_S if long_pause else RESTART_AFTER_S)
         cluster.restart(leader)
+
+    def _wait_for_new_leader(self, topic: str, old: int, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        admin = self._admin()
+        while time.monotonic() < deadline:
+            try:
+                leader = admin.list_topics(topic, timeout=3).topics[topic].partitions[0].leader
+                if leader >= 0 and leader != old:
+                    return
+            except Exception:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"{topic}: no new leader within {timeout_s} s of killing {old}")
 
     # -- cluster helpers -----------------------------------------------------------------
 
