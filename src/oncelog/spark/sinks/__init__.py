@@ -15,8 +15,9 @@ SQL types as ``columns`` tabulates, and raise ``SinkError`` (a ``ValueError``) w
 from .database import Database, open_database, parse_url
 from .errors import SinkError
 from .files import read_files, write_files
+from .kafka import KafkaSink
 from .transactional import BATCHES_TABLE, TransactionalSink
 from .upsert import UpsertSink
 
-__all__ = ["BATCHES_TABLE", "Database", "SinkError", "TransactionalSink", "UpsertSink",
+__all__ = ["BATCHES_TABLE", "Database", "KafkaSink", "SinkError", "TransactionalSink", "UpsertSink",
            "open_database", "parse_url", "read_files", "write_files"]
