@@ -201,6 +201,12 @@ class KafkaSink:
             "logger": quiet_logger()})
         self._producer = producer
 
+    def check(self) -> None:
+        """Reach the broker, find the topic and start transactions now, or raise SinkError:
+        a command can report a bad sink in one sentence before Spark starts."""
+        self._connect()
+        self.close()
+
     def _read_marker(self) -> dict | None:
         from confluent_kafka import KafkaException, TopicPartition
         try:
