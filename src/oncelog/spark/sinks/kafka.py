@@ -48,6 +48,7 @@ from .transactional import merge_offsets
 log = logging.getLogger(__name__)
 
 MARKER_PARTITION = 0
+METADATA_BYTES_MAX = 4096  # Kafka's default offset.metadata.max.bytes
 _FIXED = {"transactional.id", "enable.idempotence", "acks", "bootstrap.servers"}
 
 
@@ -143,10 +144,10 @@ class KafkaSink:
                       "end_offsets": merge_offsets(previous.get("end_offsets"),
                                                    tracker.end_offsets())}
             offsets = [TopicPartition(self.topic, MARKER_PARTITION, batch_id + 1,
-                                      metadata=json.dumps(marker, separators=(",", ":")))]
+                                      metadata=encode_marker(marker))]
             producer.send_offsets_to_transaction(
                 offsets, self._consumer.consumer_group_metadata(), self.timeout_s)
-            producer.commit_transaction(self.timeout_s)
+            _commit(producer, self.timeout_s)
         except KafkaException as error:
             self._abort_quietly()
             raise SinkError(f"{doing} failed: {error.args[0].str()}.") from None
@@ -282,6 +283,32 @@ class KafkaSink:
             partition = None if partition_at is None else row[partition_at]
             return key, value, headers, partition
         return encode
+
+
+def encode_marker(marker: dict) -> str:
+    """The marker as compact JSON. Kafka keeps at most ``offset.metadata.max.bytes`` (4096 by
+    default) of metadata: past that the end offsets are dropped - they serve progress
+    reports, while the batch id, which makes the sink exactly-once, always fits."""
+    text = json.dumps(marker, separators=(",", ":"))
+    if len(text.encode()) > METADATA_BYTES_MAX:
+        log.warning("KafkaSink: the end offsets of batch %d take more than %d bytes; "
+                    "they are not kept", marker["batch_id"], METADATA_BYTES_MAX)
+        text = json.dumps({**marker, "end_offsets": None}, separators=(",", ":"))
+    return text
+
+
+def _commit(producer, timeout_s: float) -> None:
+    """commit_transaction, again while librdkafka calls its error retriable (a timeout):
+    the transaction is still ours to commit (librdkafka's documented retry)."""
+    from confluent_kafka import KafkaException
+    while True:
+        try:
+            producer.commit_transaction(timeout_s)
+            return
+        except KafkaException as error:
+            if not error.args[0].retriable():
+                raise
+            log.info("KafkaSink: commit will be retried: %s", error.args[0].str())
 
 
 def _bytes(value) -> bytes | None:
