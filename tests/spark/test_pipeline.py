@@ -105,3 +105,41 @@ def test_pipeline_into_postgresql_holds_every_order_once(tmp_path, postgres_url)
     assert rows == distinct == 3000
     assert revenue_orders == 3000 and abs(revenue - eur) < 1.0
     assert batches >= 1
+
+
+@pytest.mark.slow
+def test_pipeline_into_an_output_topic_holds_every_order_once(tmp_path):
+    """``--output-topic``: the enriched orders go to a topic through KafkaSink (one Kafka
+    transaction per batch with its batch id); the report reads it with read_committed, and so
+    does this test, with its own consumer."""
+    import json
+
+    from oncelog.broker.process import BrokerProcess
+    from oncelog.client.reader import read_topic
+
+    broker = BrokerProcess(tmp_path / "data", log_path=tmp_path / "broker.log")
+    try:
+        broker.start()
+        job = pipeline("--bootstrap", broker.bootstrap, "--work-dir", str(tmp_path / "work"),
+                       "--output-topic", "orders-enriched", "--records", "2000",
+                       "--rate", "1000", "--max-offsets-per-trigger", "500")
+        output, _ = job.communicate(timeout=300)
+        assert job.returncode == 0, output
+        assert "topic orders-enriched (read_committed)" in output and "exactly once" in output
+        orders = [json.loads(r.value) for r in read_topic(broker.bootstrap, "orders-enriched",
+                                                          isolation_level="read_committed")]
+    finally:
+        broker.kill()
+    assert len(orders) == len({order["order_id"] for order in orders}) == 2000
+    with sqlite3.connect(tmp_path / "work" / "pipeline.db") as connection:
+        revenue_orders = connection.execute(
+            "SELECT SUM(orders) FROM revenue_by_country").fetchone()[0]
+    assert revenue_orders == 2000
+
+
+def test_output_topic_equal_to_the_input_topic_is_one_sentence(tmp_path):
+    job = pipeline("--work-dir", str(tmp_path), "--output-topic", "orders")
+    output, _ = job.communicate(timeout=60)
+    assert job.returncode == 1
+    assert output.strip().splitlines()[-1] == (
+        "oncelog: the output topic must not be the input topic 'orders'")

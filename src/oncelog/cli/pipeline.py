@@ -21,6 +21,10 @@ def pipeline() -> None:
 @click.option("--sink", "sink_url", metavar="URL", default=None,
               help="sqlite:///path.db or postgresql://user@host:port/db "
                    "[default: sqlite in the work directory].")
+@click.option("--output-topic", metavar="TOPIC", default=None,
+              help="Write the enriched orders to this topic (created if missing), one Kafka "
+                   "transaction per batch with its batch id, instead of the orders table; "
+                   "the revenue table stays in --sink.")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("pipeline-out"), show_default=True,
               help="Checkpoints, the default SQLite sink and the broker's data. Run again with "
@@ -34,8 +38,8 @@ def pipeline() -> None:
               show_default=True)
 @click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True,
               help="Give up if the sink has not caught up after this many seconds.")
-def run(bootstrap, sink_url, work_dir, records, rate, topic, max_offsets_per_trigger,
-        timeout) -> None:
+def run(bootstrap, sink_url, output_topic, work_dir, records, rate, topic,
+        max_offsets_per_trigger, timeout) -> None:
     """Produce orders, enrich and aggregate them on Spark, write them exactly once, report."""
     import sys
 
@@ -47,7 +51,8 @@ def run(bootstrap, sink_url, work_dir, records, rate, topic, max_offsets_per_tri
     settings = PipelineSettings(
         bootstrap=bootstrap or "", sink_url=sink_url or f"sqlite:///{work_dir / 'pipeline.db'}",
         work_dir=work_dir, topic=topic, records=records, rate=rate,
-        max_offsets_per_trigger=max_offsets_per_trigger, timeout_s=timeout)
+        max_offsets_per_trigger=max_offsets_per_trigger, timeout_s=timeout,
+        output_topic=output_topic)
     console = Console()
     if bootstrap:
         from .common import cluster_metadata

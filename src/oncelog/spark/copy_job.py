@@ -5,12 +5,15 @@ the crash tests and ``oncelog verify`` kill with ``kill -9`` and start again fro
 checkpoint. Each row keeps the record's key, value (as text), topic, partition and offset.
 
 Sinks (``--sink``): ``sqlite:///path.db`` or ``postgresql://...`` (``TransactionalSink``:
-rows and the batch's end offsets in one transaction), or ``files:///folder`` (Spark's
-Parquet file sink, exactly-once through its ``_spark_metadata`` log).
+rows and the batch's end offsets in one transaction), ``files:///folder`` (Spark's
+Parquet file sink, exactly-once through its ``_spark_metadata`` log), or ``kafka://TOPIC``
+(``KafkaSink`` on the same broker: each batch's key and value and its batch id in one Kafka
+transaction, sink id = the query name).
 
 It prints one line per event on stdout, flushed, so a supervisor can time its faults:
 ``started``, ``batch N writing`` (foreachBatch entered), ``batch N written`` (the sink
-committed; Spark has not yet recorded the batch in its commit log), ``idle`` and ``stopped``.
+committed; Spark has not yet recorded the batch in its commit log) or ``batch N skipped``
+(the Kafka sink found the batch committed already), ``idle`` and ``stopped``.
 ``--pause-ms`` sleeps inside each batch, before and after the write, to widen those windows.
 """
 
@@ -31,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap", required=True, help="HOST:PORT of a broker")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--sink", required=True,
-                        help="sqlite:///path.db, postgresql://user@host:port/db or files:///dir")
+                        help="sqlite:///path.db, postgresql://user@host:port/db, files:///dir "
+                             "or kafka://TOPIC")
     parser.add_argument("--table", default="records", help="table for database sinks")
     parser.add_argument("--checkpoint", required=True, help="Spark checkpoint folder")
     parser.add_argument("--query-name", default="copy")
@@ -49,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql import functions as F
 
     from .session import local_session
-    from .sinks import TransactionalSink, write_files
+    from .sinks import KafkaSink, TransactionalSink, write_files
 
     spark = local_session(f"oncelog-copy-{args.query_name}")
     reader = (spark.readStream.format("oncelog")
@@ -65,14 +69,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.sink.startswith("files://"):
         writer = write_files(records, args.sink[len("files://"):], args.checkpoint)
     else:
-        sink = TransactionalSink(args.sink, args.table, query_name=args.query_name)
+        if args.sink.startswith("kafka://"):
+            # Only key and value: a partition column would choose the output partition.
+            records = records.select("key", "value")
+            kafka_sink = KafkaSink(args.bootstrap, args.sink[len("kafka://"):],
+                                   sink_id=args.query_name)
+            sink = kafka_sink.write_batch       # False: a re-run batch, skipped
+        else:
+            sink = TransactionalSink(args.sink, args.table, query_name=args.query_name)
         pause = args.pause_ms / 1000
 
         def write(batch_df, batch_id: int) -> None:
             _say(f"batch {batch_id} writing")
             time.sleep(pause)
-            sink(batch_df, batch_id)
-            _say(f"batch {batch_id} written")
+            written = sink(batch_df, batch_id)
+            _say(f"batch {batch_id} {'skipped' if written is False else 'written'}")
             time.sleep(pause)
 
         writer = (records.writeStream.foreachBatch(write)

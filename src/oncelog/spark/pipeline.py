@@ -6,10 +6,15 @@
         query "revenue": the same stream, grouped by region and country (update mode)
                          -> UpsertSink         table revenue_by_country  (keyed by country)
 
+With an output topic (``--output-topic``), query "orders" writes to that topic instead of the
+table, through ``KafkaSink``: each batch's orders (JSON values keyed by customer) and its batch
+id in one Kafka transaction; the revenue table stays in the database.
+
 Each query keeps its offsets in its own checkpoint folder under the work directory, so a run
 killed at any point and started again with the same ``--work-dir`` goes on where it stopped,
 without losing or repeating an order. The run ends when every record in the topic is in the
-sink; its report checks that, and that the revenue table agrees with the order rows.
+sink; its report checks that (reading an output topic with ``read_committed``), and that the
+revenue table agrees with the orders.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class PipelineSettings:
     max_offsets_per_trigger: int = 5_000
     trigger_ms: int = 500
     timeout_s: float = 600.0
+    output_topic: str | None = None  # orders go to this topic (KafkaSink), not ORDERS_TABLE
 
 
 @dataclass
@@ -140,9 +146,10 @@ def start_queries(spark, settings: PipelineSettings) -> list:
 
     checkpoints = settings.work_dir / "checkpoints"
     trigger = f"{settings.trigger_ms} milliseconds"
+    orders_sink = (orders_kafka_sink(settings) if settings.output_topic else
+                   TransactionalSink(settings.sink_url, ORDERS_TABLE, query_name="orders"))
     orders_query = (enriched(source()).writeStream
-                    .foreachBatch(TransactionalSink(settings.sink_url, ORDERS_TABLE,
-                                                    query_name="orders"))
+                    .foreachBatch(orders_sink)
                     .option("checkpointLocation", str(checkpoints / "orders"))
                     .queryName("orders").trigger(processingTime=trigger).start())
     revenue = (enriched(source()).groupBy("region", "country")
@@ -156,6 +163,14 @@ def start_queries(spark, settings: PipelineSettings) -> list:
     return [orders_query, revenue_query]
 
 
+def orders_kafka_sink(settings: PipelineSettings):
+    """Orders into ``settings.output_topic``: no value column, so each row becomes a JSON
+    value (source topic, partition and offset included: they are the marker's end offsets)."""
+    from .sinks import KafkaSink
+    return KafkaSink(settings.bootstrap, settings.output_topic, sink_id="orders",
+                     key_column="customer_id")
+
+
 @dataclass
 class SinkState:
     rows: int = 0
@@ -163,9 +178,21 @@ class SinkState:
     end_offsets: dict = field(default_factory=dict)
 
 
-def sink_state(sink_url: str) -> SinkState:
-    """What the orders query has committed, read from the sink's marker table."""
+def sink_state(settings: PipelineSettings) -> SinkState:
+    """What the orders query has committed, read from the sink's marker table or, with an
+    output topic, from ``KafkaSink``'s marker (its committed batch id's metadata)."""
     from .sinks import BATCHES_TABLE, SinkError, open_database
+    if settings.output_topic:
+        from .sinks.kafka import read_marker
+        try:
+            marker = read_marker(settings.bootstrap, settings.output_topic, "orders")
+        except SinkError:
+            return SinkState()
+        if marker is None:
+            return SinkState()
+        return SinkState(rows=int(marker["rows"]), batches=int(marker["batches"]),
+                         end_offsets=marker.get("end_offsets") or {})
+    sink_url = settings.sink_url
     try:
         with open_database(sink_url) as database:
             if not database.table_exists(BATCHES_TABLE):
@@ -190,6 +217,7 @@ class Report:
     revenue_eur: float
     rows_eur: float
     elapsed_s: float
+    orders_source: str = f"table {ORDERS_TABLE}"
 
     @property
     def duplicated(self) -> int:
@@ -209,15 +237,34 @@ class Report:
         return self.duplicated == 0 and self.missing == 0 and self.consistent
 
 
-def final_report(sink_url: str, in_topic: int, elapsed_s: float) -> Report:
+def final_report(settings: PipelineSettings, in_topic: int, elapsed_s: float) -> Report:
     from .sinks import open_database
-    with open_database(sink_url) as database:
-        rows, distinct, rows_eur = database.fetchone(
-            f"SELECT COUNT(*), COUNT(DISTINCT order_id), COALESCE(SUM(amount_eur), 0) "
-            f"FROM {ORDERS_TABLE}")
+    with open_database(settings.sink_url) as database:
+        if settings.output_topic:
+            rows, distinct, rows_eur = orders_in_topic(settings.bootstrap,
+                                                       settings.output_topic)
+        else:
+            rows, distinct, rows_eur = database.fetchone(
+                f"SELECT COUNT(*), COUNT(DISTINCT order_id), COALESCE(SUM(amount_eur), 0) "
+                f"FROM {ORDERS_TABLE}")
         revenue_orders, revenue_eur = database.fetchone(
             f"SELECT COALESCE(SUM(orders), 0), COALESCE(SUM(revenue_eur), 0) FROM {REVENUE_TABLE}")
-    state = sink_state(sink_url)
+    state = sink_state(settings)
     return Report(in_topic=in_topic, rows=int(rows), distinct_orders=int(distinct),
                   batches=state.batches, revenue_orders=int(revenue_orders),
-                  revenue_eur=float(revenue_eur), rows_eur=float(rows_eur), elapsed_s=elapsed_s)
+                  revenue_eur=float(revenue_eur), rows_eur=float(rows_eur), elapsed_s=elapsed_s,
+                  orders_source=(f"topic {settings.output_topic} (read_committed)"
+                                 if settings.output_topic else f"table {ORDERS_TABLE}"))
+
+
+def orders_in_topic(bootstrap: str, topic: str) -> tuple[int, int, float]:
+    """Orders, distinct order ids and their EUR in ``topic``, read with ``read_committed``:
+    what a downstream consumer sees (an aborted batch's records are skipped)."""
+    from ..client.reader import read_topic
+    rows, order_ids, eur = 0, set(), 0.0
+    for record in read_topic(bootstrap, topic, isolation_level="read_committed"):
+        order = json.loads(record.value)
+        rows += 1
+        order_ids.add(order["order_id"])
+        eur += order["amount_eur"] or 0.0
+    return rows, len(order_ids), eur

@@ -3,7 +3,9 @@
 Used by ``oncelog pipeline run``. Without ``--bootstrap`` a broker is started for the run in
 the work directory and stopped at the end (or on Ctrl-C); with one, the pipeline uses that
 broker (oncelog's or Apache Kafka). Progress shows records produced, rows committed in the
-sink, batches committed and the lag (records in the log not yet in the sink).
+sink, batches committed and the lag (records in the log not yet in the sink). With
+``output_topic`` the orders go to that topic through ``KafkaSink``; the sink is checked (the
+broker reached, the topic created if missing, transactions started) before Spark starts.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
                           f"(log: {broker.log_path})")
         lookups = Lookups(settings.bootstrap, settings.topic)
         lookups.ensure_topic(partitions=3)
+        if settings.output_topic:
+            check_output_topic(settings)
+            console.print(f"[bold]orders to topic[/] {settings.output_topic} (one Kafka "
+                          f"transaction per batch)")
         console.print(f"[bold]sink[/] {hide(settings.sink_url)}   [bold]work dir[/] "
                       f"{settings.work_dir}")
         console.print("starting Spark (local[2]) ...")
@@ -63,7 +69,7 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
                 raise PipelineError(f"query {query.name} failed: "
                                     f"{str(query.exception()).splitlines()[0]}")
         in_topic = sum(lookups.latest().values()) - sum(lookups.earliest().values())
-        return final_report(settings.sink_url, in_topic, time.monotonic() - started)
+        return final_report(settings, in_topic, time.monotonic() - started)
 
 
 def _follow(console, settings, generator, queries, lookups, started) -> None:
@@ -73,7 +79,7 @@ def _follow(console, settings, generator, queries, lookups, started) -> None:
         while True:
             time.sleep(0.5)
             latest = to_json(lookups.latest())
-            state = sink_state(settings.sink_url)
+            state = sink_state(settings)
             lag = sum(max(0, offset - int(state.end_offsets.get(topic, {}).get(part, 0)))
                       for topic, parts in latest.items() for part, offset in parts.items())
             live.update(_progress_table(generator, state, lag, time.monotonic() - started))
@@ -110,6 +116,7 @@ def print_report(console: Console, report: Report) -> None:
     table.add_column("check")
     table.add_column("value", justify="right")
     table.add_row("records in the topic", str(report.in_topic))
+    table.add_row("orders read from", report.orders_source)
     table.add_row("order rows in the sink", str(report.rows))
     table.add_row("distinct orders", str(report.distinct_orders))
     table.add_row("missing", str(report.missing))
@@ -126,6 +133,21 @@ def print_report(console: Console, report: Report) -> None:
                       "revenue table agrees[/]")
     else:
         console.print("[red]the sink does not match the topic[/]")
+
+
+def check_output_topic(settings: PipelineSettings) -> None:
+    """Create the output topic if it is missing, and start (then close) the orders sink's
+    transactional producer: a broker without transactions is one sentence, not a failed
+    query."""
+    from .pipeline import orders_kafka_sink
+    from .sinks import SinkError
+    if settings.output_topic == settings.topic:
+        raise PipelineError(f"the output topic must not be the input topic {settings.topic!r}")
+    Lookups(settings.bootstrap, settings.output_topic).ensure_topic(partitions=3)
+    try:
+        orders_kafka_sink(settings).check()
+    except SinkError as error:
+        raise PipelineError(str(error).rstrip(".")) from None
 
 
 def check_sink(url: str) -> None:

@@ -13,7 +13,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class SinkError(ValueError):
-    """A sink was misconfigured, or its database refused a connection or a batch."""
+    """A sink was misconfigured, or its database or broker refused a connection or a batch."""
 
 
 def quote_identifier(name: str) -> str:
