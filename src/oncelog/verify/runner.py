@@ -64,9 +64,9 @@ from .report import ChartUnavailable, results_document, write_chart
 from .scenario import BadInput, RunFailed, Scenario
 from .schedule import FaultSchedule
 from .workloads import producer as producer_worker
-from .workloads.delivery import ConsumerStage, PipelineStage
-from .workloads.sinks import (DeliveriesTable, PipelineTable, SinkUnavailable, remove_sink_files,
-                             sqlite_url)
+from .workloads.delivery import ConsumerStage, PipelineStage, ReaderStage
+from .workloads.sinks import (DeliveriesTable, PipelineTable, ReadTable, SinkUnavailable,
+                              remove_sink_files, sqlite_url)
 
 __all__ = ["RunFailed", "RunOutcome", "Runner", "preflight", "write_outputs"]
 
@@ -185,6 +185,8 @@ def _sink(scenario: Scenario, semantics: str) -> DeliveriesTable | PipelineTable
     """The semantics' sink: its own SQLite file in ``--out``, or its own table in ``--sink``."""
     pipeline = semantics == "exactly_once" and scenario.exactly_once_stage == "pipeline"
     kind = PipelineTable if pipeline else DeliveriesTable
+    if semantics == "transactional":
+        kind = ReadTable
     if scenario.sink is None:
         return kind(sqlite_url(scenario.out_dir / prose(semantics) / "sink.db"))
     return kind(scenario.sink, f"oncelog_verify_{semantics}")
@@ -440,6 +442,16 @@ class _SemanticsRun:
                                  log_path=logs / f"{self.name}-copy-job.log",
                                  children=self.runner.children,
                                  max_offsets_per_trigger=max(1000, int(5 * self.scenario.rate)))
+        if isinstance(sink, ReadTable):
+            isolation = self.scenario.isolation
+            if isolation != "read_committed":
+                self.notes.append(f"deliberately misconfigured: the transactional run was read "
+                                  f"with {isolation} (--isolation {isolation}), a negative "
+                                  "control: aborted reads must show")
+            return ReaderStage(bootstrap=self.bootstrap, topic=self.topic,
+                               partitions=self.scenario.partitions, isolation=isolation,
+                               sink=sink, log_path=logs / f"{self.name}-reader.log",
+                               children=self.runner.children)
         guarantee = self.semantics
         if self.semantics == "exactly_once":  # --exactly-once-stage at-least-once-consumer
             guarantee = "at_least_once"
@@ -485,7 +497,8 @@ class _SemanticsRun:
                 rate=scenario.rate / scenario.producers,
                 # only a bound: the runner stops it when the (maybe shifted) schedule is done
                 duration_s=scenario.duration_s + MAX_DELAY_S * len(runner.schedule) + 120,
-                partitions=scenario.partitions, flush_timeout_s=PRODUCER_FLUSH_S)
+                partitions=scenario.partitions, flush_timeout_s=PRODUCER_FLUSH_S,
+                seed=scenario.seed, abort_probability=scenario.abort_probability)
             producers.append(runner.children.add(ChildProcess(
                 f"producer p{index}", argv,
                 runner.out / "logs" / f"{self.name}-producer-{index}.log", watch=True)))
@@ -533,11 +546,9 @@ class _SemanticsRun:
         while True:
             self._watch([])
             try:
-                delivered = self.stage.sink.ends()
+                behind = self.stage.behind(ends)
             except SinkUnavailable:  # busy: look again in a moment
-                delivered = {}
-            behind = sum(max(0, end - delivered.get(partition, 0))
-                         for partition, end in ends.items())
+                behind = sum(ends.values())
             self._show("draining")
             if behind == 0:
                 return round(time.monotonic() - started, 1)

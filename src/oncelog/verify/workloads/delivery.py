@@ -5,11 +5,14 @@
 | at-most-once | ``ConsumerStage("at_most_once")``: commit, then process | ``DeliveriesTable`` |
 | at-least-once | ``ConsumerStage("at_least_once")``: process, then commit | ``DeliveriesTable`` |
 | exactly-once | ``PipelineStage``: the Spark copy job, offsets stored with the output | ``PipelineTable`` |
+| transactional | ``ReaderStage``: the ``read_committed`` reader, positions stored with the output | ``ReadTable`` |
 
 Each stage is one child process the faults can kill and restart. ``kill(timed=...)``:
 
 - ``ConsumerStage``, timed: SIGUSR1 arms the consumer to kill itself inside its weakest
   window (``consumer.py``); if it has not died within ``wait_s``, ``kill -9`` anyway.
+  ``ReaderStage`` the same, the reader dying right after a batch's transaction
+  (``reader.py``).
 - ``PipelineStage``, timed: wait (at most ``wait_s``) for the copy job to print
   ``batch N written`` - the sink has committed batch N, Spark has not yet recorded it in
   its commit log - and ``kill -9`` its process group (driver, JVM, Python workers) right
@@ -32,9 +35,10 @@ from pathlib import Path
 from ..processes import ChildProcess, Children
 from . import consumer as consumer_worker
 from . import pipeline as pipeline_worker
-from .sinks import DeliveriesTable, PipelineTable
+from . import reader as reader_worker
+from .sinks import DeliveriesTable, PipelineTable, ReadTable
 
-__all__ = ["ConsumerStage", "PipelineStage"]
+__all__ = ["ConsumerStage", "PipelineStage", "ReaderStage"]
 
 _WRITTEN = re.compile(r"^batch (\d+) written$")
 
@@ -102,24 +106,19 @@ class _Stage:
         self.down = True
         return self.child.kill()
 
+    def behind(self, ends: dict[int, int]) -> int:
+        """Offsets the sink is behind ``ends`` (the log end offsets when the producers
+        stopped); 0 once drained. ``SinkUnavailable`` when the sink is busy."""
+        delivered = self.sink.ends()
+        return sum(max(0, end - delivered.get(partition, 0)) for partition, end in ends.items())
 
-class ConsumerStage(_Stage):
+
+class _SelfKillingStage(_Stage):
+    """A worker that, armed with SIGUSR1, kills itself in its weakest window."""
+
     ready_prefix = "ready"
     steady_pattern = r"^ready"  # it has its partitions
     ready_timeout_s = 60.0
-
-    def __init__(self, guarantee: str, *, bootstrap: str, topic: str, sink: DeliveriesTable,
-                 log_path: Path, children: Children, batch_size: int = 200) -> None:
-        super().__init__()
-        self.guarantee = guarantee
-        self.sink = sink
-        self.description = f"{guarantee.replace('_', '-')} consumer"
-        self.child = children.add(ChildProcess(
-            self.description,
-            consumer_worker.command(guarantee=guarantee, bootstrap=bootstrap, group=topic,
-                                    topic=topic, sink_url=sink.url, table=sink.table,
-                                    instance=f"{topic}-consumer", batch_size=batch_size),
-            log_path, watch=True))
 
     def kill(self, *, timed: bool, wait_s: float = 3.0) -> dict:
         pid = self.pid
@@ -141,6 +140,37 @@ class ConsumerStage(_Stage):
             return {"pid": pid, "landed": f"kill -9 (no batch within {wait_s:g} s of arming)"}
         self._kill_now()
         return {"pid": pid, "landed": "kill -9 at once"}
+
+
+class ConsumerStage(_SelfKillingStage):
+    def __init__(self, guarantee: str, *, bootstrap: str, topic: str, sink: DeliveriesTable,
+                 log_path: Path, children: Children, batch_size: int = 200) -> None:
+        super().__init__()
+        self.guarantee = guarantee
+        self.sink = sink
+        self.description = f"{guarantee.replace('_', '-')} consumer"
+        self.child = children.add(ChildProcess(
+            self.description,
+            consumer_worker.command(guarantee=guarantee, bootstrap=bootstrap, group=topic,
+                                    topic=topic, sink_url=sink.url, table=sink.table,
+                                    instance=f"{topic}-consumer", batch_size=batch_size),
+            log_path, watch=True))
+
+
+class ReaderStage(_SelfKillingStage):
+    """The exactly-once reader (``reader.py``) of ``topic`` into a ``ReadTable``."""
+
+    def __init__(self, *, bootstrap: str, topic: str, partitions: int, isolation: str,
+                 sink: ReadTable, log_path: Path, children: Children) -> None:
+        super().__init__()
+        self.sink = sink
+        self.isolation = isolation
+        self.description = f"{isolation} reader"
+        self.child = children.add(ChildProcess(
+            self.description,
+            reader_worker.command(bootstrap=bootstrap, topic=topic, partitions=partitions,
+                                  isolation=isolation, sink_url=sink.url, table=sink.table),
+            log_path, watch=True))
 
 
 class PipelineStage(_Stage):
