@@ -63,10 +63,13 @@ class RunFailure(Failure):
 @click.option("--drain-timeout", "drain_timeout_s", type=float, default=120.0,
               show_default=True, metavar="S",
               help="After the workload, how long to wait for the sink to catch up.")
-@click.option("--exactly-once-stage", type=click.Choice(["pipeline", "at-least-once-consumer"]),
+@click.option("--exactly-once-stage",
+              type=click.Choice(["pipeline", "transform", "at-least-once-consumer"]),
               default="pipeline", show_default=True,
-              help="What delivers the exactly-once run. at-least-once-consumer is a "
-                   "deliberately broken configuration, to see the verifier catch it.")
+              help="What delivers the exactly-once run: the Spark pipeline, or a Kafka "
+                   "consume-transform-produce worker into an output topic read with "
+                   "read_committed. at-least-once-consumer is a deliberately broken "
+                   "configuration, to see the verifier catch it.")
 @click.option("--abort-probability", type=float, default=0.2, show_default=True, metavar="P",
               help="Transactional: the chance that a producer aborts a transaction.")
 @click.option("--isolation", type=click.Choice(["read_committed", "read_uncommitted"]),

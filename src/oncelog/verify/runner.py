@@ -64,7 +64,8 @@ from .report import ChartUnavailable, results_document, write_chart
 from .scenario import BadInput, RunFailed, Scenario
 from .schedule import FaultSchedule
 from .workloads import producer as producer_worker
-from .workloads.delivery import ConsumerStage, PipelineStage, ReaderStage
+from .workloads import transform as transform_worker
+from .workloads.delivery import ConsumerStage, PipelineStage, ReaderStage, TransformStage
 from .workloads.sinks import (DeliveriesTable, PipelineTable, ReadTable, SinkUnavailable,
                               remove_sink_files, sqlite_url)
 
@@ -185,7 +186,8 @@ def _sink(scenario: Scenario, semantics: str) -> DeliveriesTable | PipelineTable
     """The semantics' sink: its own SQLite file in ``--out``, or its own table in ``--sink``."""
     pipeline = semantics == "exactly_once" and scenario.exactly_once_stage == "pipeline"
     kind = PipelineTable if pipeline else DeliveriesTable
-    if semantics == "transactional":
+    if semantics == "transactional" or (semantics == "exactly_once"
+                                        and scenario.exactly_once_stage == "transform"):
         kind = ReadTable
     if scenario.sink is None:
         return kind(sqlite_url(scenario.out_dir / prose(semantics) / "sink.db"))
@@ -389,13 +391,18 @@ class _SemanticsRun:
 
     def _create_topic(self) -> None:
         scenario = self.scenario
+        topics = [self.topic]
+        if self.semantics == "exactly_once" and scenario.exactly_once_stage == "transform":
+            topics.append(transform_worker.output_topic(self.topic))
         if self.target is None:
-            _create_topic(self.bootstrap, self.topic, scenario.partitions)
+            for topic in topics:
+                _create_topic(self.bootstrap, topic, scenario.partitions)
             return
         replication = scenario.replication_factor
         config = {"min.insync.replicas": str(min(2, replication)),
                   "unclean.leader.election.enable": "false"}
-        _create_topic(self.bootstrap, self.topic, scenario.partitions, replication, config)
+        for topic in topics:
+            _create_topic(self.bootstrap, topic, scenario.partitions, replication, config)
         self.details.update(brokers=scenario.brokers, replication_factor=replication, **config)
         deadline = time.monotonic() + CLUSTER_READY_TIMEOUT_S
         while not self.target.recovered():
@@ -442,6 +449,10 @@ class _SemanticsRun:
                                  log_path=logs / f"{self.name}-copy-job.log",
                                  children=self.runner.children,
                                  max_offsets_per_trigger=max(1000, int(5 * self.scenario.rate)))
+        if isinstance(sink, ReadTable) and self.semantics == "exactly_once":
+            return TransformStage(bootstrap=self.bootstrap, topic=self.topic,
+                                  partitions=self.scenario.partitions, sink=sink, log_dir=logs,
+                                  name=self.name, children=self.runner.children)
         if isinstance(sink, ReadTable):
             isolation = self.scenario.isolation
             if isolation != "read_committed":
@@ -480,6 +491,12 @@ class _SemanticsRun:
             faults["kill-consumer"] = KillDelivery(
                 "kill-consumer", stage, timed=False,
                 note="the copy job is this stage's consumer: kill -9 at a random moment")
+        elif isinstance(stage, TransformStage):
+            faults["kill-consumer"] = KillDelivery("kill-consumer", stage, timed=True)
+            faults["kill-driver"] = KillDelivery(
+                "kill-driver", stage.reader, timed=False,
+                note="no Spark driver in this stage: kill -9 of the output topic's "
+                     "read_committed reader instead")
         else:
             faults["kill-consumer"] = KillDelivery("kill-consumer", stage, timed=True)
             faults["kill-driver"] = KillDelivery(

@@ -4,9 +4,11 @@
 wrong), ``schedule()`` derives the seeded fault schedule, and ``to_dict()`` goes into
 ``result.json`` so a run can be read back and replayed: same seed and faults, same schedule.
 
-``exactly_once_stage`` exists to prove the verifier can fail: ``pipeline`` (the default) is
-the real exactly-once stage (the Spark copy job into a ``TransactionalSink``);
-``at-least-once-consumer`` delivers the exactly-once run with the at-least-once consumer
+``exactly_once_stage`` says what delivers the exactly-once run: ``pipeline`` (the default),
+the Spark copy job into a ``TransactionalSink``; ``transform``, Kafka's own exactly-once end
+to end: the records go through a consume-transform-produce worker (one Kafka transaction
+per batch, offsets included) into an output topic, read with ``read_committed`` into the
+sink; and, to prove the verifier can fail, ``at-least-once-consumer`` delivers the exactly-once run with the at-least-once consumer
 while it keeps its exactly-once label - a deliberately broken configuration that the
 checker must catch (duplicates after ``kill-consumer``).
 
@@ -36,7 +38,7 @@ __all__ = ["BadInput", "DEFAULT_FAULTS", "EXACTLY_ONCE_STAGES", "ISOLATION_LEVEL
 
 # the CLI's default; the cluster faults are asked for by name (they need --brokers)
 DEFAULT_FAULTS = ("kill-broker", "kill-consumer", "kill-driver", "drop-acks")
-EXACTLY_ONCE_STAGES = ("pipeline", "at-least-once-consumer")
+EXACTLY_ONCE_STAGES = ("pipeline", "transform", "at-least-once-consumer")
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 
@@ -95,7 +97,7 @@ class Scenario:
     def _validate(self) -> None:
         if self.exactly_once_stage not in EXACTLY_ONCE_STAGES:
             raise BadInput(f"unknown exactly-once stage {self.exactly_once_stage!r}; choose "
-                           "pipeline or at-least-once-consumer")
+                           "pipeline, transform or at-least-once-consumer")
         if self.isolation not in ISOLATION_LEVELS:
             raise BadInput(f"unknown isolation level {self.isolation!r}; choose read_committed "
                            "or read_uncommitted")

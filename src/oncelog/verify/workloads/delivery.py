@@ -6,6 +6,7 @@
 | at-least-once | ``ConsumerStage("at_least_once")``: process, then commit | ``DeliveriesTable`` |
 | exactly-once | ``PipelineStage``: the Spark copy job, offsets stored with the output | ``PipelineTable`` |
 | transactional | ``ReaderStage``: the ``read_committed`` reader, positions stored with the output | ``ReadTable`` |
+| exactly-once, ``--exactly-once-stage transform`` | ``TransformStage``: the consume-transform-produce worker into ``<topic>-out``, read by a ``ReaderStage`` | ``ReadTable`` |
 
 Each stage is one child process the faults can kill and restart. ``kill(timed=...)``:
 
@@ -17,6 +18,9 @@ Each stage is one child process the faults can kill and restart. ``kill(timed=..
   ``batch N written`` - the sink has committed batch N, Spark has not yet recorded it in
   its commit log - and ``kill -9`` its process group (driver, JVM, Python workers) right
   then, so the restarted query runs batch N again and the sink must skip it.
+- ``TransformStage``, timed: the transform worker kills itself inside a transaction, its
+  copies produced and not committed (``transform.py``); its reader is a stage of its own,
+  which ``kill-driver`` kills at once.
 - untimed: ``kill -9`` at once, wherever the process happens to be.
 
 A stage knows whether it was killed on purpose (``down``), so the runner can tell a fault
@@ -36,9 +40,10 @@ from ..processes import ChildProcess, Children
 from . import consumer as consumer_worker
 from . import pipeline as pipeline_worker
 from . import reader as reader_worker
+from . import transform as transform_worker
 from .sinks import DeliveriesTable, PipelineTable, ReadTable
 
-__all__ = ["ConsumerStage", "PipelineStage", "ReaderStage"]
+__all__ = ["ConsumerStage", "PipelineStage", "ReaderStage", "TransformStage"]
 
 _WRITTEN = re.compile(r"^batch (\d+) written$")
 
@@ -171,6 +176,87 @@ class ReaderStage(_SelfKillingStage):
             reader_worker.command(bootstrap=bootstrap, topic=topic, partitions=partitions,
                                   isolation=isolation, sink_url=sink.url, table=sink.table),
             log_path, watch=True))
+
+
+class TransformStage(_SelfKillingStage):
+    """The exactly-once transform worker (the stage's ``child``, ``kill-consumer``'s target)
+    from ``topic`` to ``<topic>-out``, and ``reader``: the ``read_committed`` reader of the
+    output topic into the sink. It has drained when the group's committed input offsets
+    reach the input's log end and the reader has read the output topic to its end."""
+
+    def __init__(self, *, bootstrap: str, topic: str, partitions: int, sink: ReadTable,
+                 log_dir: Path, name: str, children: Children) -> None:
+        super().__init__()
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.output_topic = transform_worker.output_topic(topic)
+        self.group = f"{topic}-transform"
+        self.sink = sink
+        self.description = "exactly-once transform"
+        self.reader = ReaderStage(bootstrap=bootstrap, topic=self.output_topic,
+                                  partitions=partitions, isolation="read_committed", sink=sink,
+                                  log_path=log_dir / f"{name}-reader.log", children=children)
+        self.child = children.add(ChildProcess(
+            self.description,
+            transform_worker.command(bootstrap=bootstrap, topic=topic, group=self.group),
+            log_dir / f"{name}-transform.log", watch=True))
+        self._offsets_client = None
+
+    def start(self) -> None:
+        if not self.reader.alive:
+            self.reader.start()
+        super().start()
+
+    def wait_ready(self, timeout_s: float | None = None) -> bool:
+        return self.reader.wait_ready(timeout_s) and super().wait_ready(timeout_s)
+
+    def exited_unexpectedly(self) -> int | None:
+        status = super().exited_unexpectedly()
+        return status if status is not None else self.reader.exited_unexpectedly()
+
+    def restart(self) -> dict:
+        """Start whichever of the two is not running."""
+        detail = {}
+        if not self.reader.alive:
+            detail["reader"] = self.reader.restart()["pid"]
+        if not self.child.alive:
+            detail.update(super().restart())
+        return detail
+
+    def stop(self) -> None:
+        super().stop()
+        self.reader.stop()
+        if self._offsets_client is not None:
+            self._offsets_client.close()
+            self._offsets_client = None
+
+    def behind(self, ends: dict[int, int]) -> int:
+        from confluent_kafka import KafkaException, TopicPartition
+        if self._offsets_client is None:
+            from confluent_kafka import Consumer
+            self._offsets_client = Consumer({  # never subscribes: it only reads offsets
+                "bootstrap.servers": self.bootstrap, "group.id": self.group,
+                "enable.auto.commit": False, "logger": _quiet()})
+        client = self._offsets_client
+        try:
+            committed = client.committed([TopicPartition(self.topic, p) for p in ends],
+                                         timeout=10)
+            input_behind = sum(max(0, ends[tp.partition] - max(tp.offset, 0))
+                               for tp in committed)
+            if input_behind:
+                return input_behind
+            output_ends = {p: client.get_watermark_offsets(
+                TopicPartition(self.output_topic, p), timeout=10)[1] for p in ends}
+        except KafkaException:
+            return sum(ends.values())  # cannot tell now: look again in a moment
+        return super().behind(output_ends)
+
+
+def _quiet():
+    import logging
+    quiet = logging.getLogger("oncelog.verify.librdkafka")
+    quiet.setLevel(logging.CRITICAL)
+    return quiet
 
 
 class PipelineStage(_Stage):
