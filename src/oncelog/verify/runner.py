@@ -528,8 +528,9 @@ class _SemanticsRun:
         status = stage.exited_unexpectedly()
         if status is not None:
             self.unexpected_restarts += 1
-            note = (f"the {stage.description} exited on its own with status {status} at "
-                    f"{self.elapsed():.1f} s (see {stage.log_path})")
+            description, log_path = stage.exited_process()
+            note = (f"the {description} exited on its own with status {status} at "
+                    f"{self.elapsed():.1f} s (see {log_path})")
             if self.unexpected_restarts > MAX_UNEXPECTED_RESTARTS:
                 raise RunFailed(f"{note}, {self.unexpected_restarts} times; giving up")
             self.notes.append(note + "; restarted")

@@ -77,6 +77,10 @@ class _Stage:
             return None
         return self.child.returncode
 
+    def exited_process(self) -> tuple[str, Path]:
+        """What ``exited_unexpectedly`` is about: a description and its log."""
+        return self.description, self.log_path
+
     def start(self) -> None:
         self._started_at = time.monotonic()
         self.down = False
@@ -213,6 +217,12 @@ class TransformStage(_SelfKillingStage):
     def exited_unexpectedly(self) -> int | None:
         status = super().exited_unexpectedly()
         return status if status is not None else self.reader.exited_unexpectedly()
+
+    def exited_process(self) -> tuple[str, Path]:
+        if super().exited_unexpectedly() is None and \
+                self.reader.exited_unexpectedly() is not None:
+            return self.reader.exited_process()
+        return super().exited_process()
 
     def restart(self) -> dict:
         """Start whichever of the two is not running."""

@@ -115,15 +115,16 @@ def main(argv: list[str] | None = None) -> int:
                          "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
                          "message.timeout.ms": TRANSACTION_TIMEOUT_MS})
         config = producer_config("exactly_once", args.bootstrap, **settings)
-        _Transactions(config, sender, history, args).run()
+        status = _Transactions(config, sender, history, args).run()
     else:
         producer = Producer(producer_config(args.semantics, args.bootstrap, **settings))
         while sender.send_next(producer):
             pass
         unanswered = producer.flush(args.flush_timeout)
         print(f"done {sender.seq} sent, {unanswered} unanswered", flush=True)
+        status = 0
     history.close()
-    return 0
+    return status
 
 
 class _Sender:
@@ -193,7 +194,8 @@ class _Transactions:
         self.outcomes = {"committed": 0, "aborted": 0, "unknown": 0, "abandoned": 0}
         self.producer = None
 
-    def run(self) -> None:
+    def run(self) -> int:
+        """0, or 1 when no producer instance could be initialised (the runner notes it)."""
         from confluent_kafka import KafkaException
         self._new_producer()
         while self.sender.running and self.producer is not None:
@@ -213,6 +215,7 @@ class _Transactions:
         print(f"done {self.sender.seq} sent in {self.txn} transactions: "
               + ", ".join(f"{count} {name}" for name, count in self.outcomes.items()),
               flush=True)
+        return 0 if self.producer is not None else 1
 
     def _new_producer(self) -> None:
         """A (new) instance of the transactional id: fences the old one, aborting what it
