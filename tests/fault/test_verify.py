@@ -221,6 +221,12 @@ BAD_INPUT = {
         lambda tmp: ["--brokers", "3", "--bootstrap", f"127.0.0.1:{free_port()}",
                      "--faults", "kill-consumer"],
         "--brokers starts brokers of the verifier's own and --bootstrap uses an existing one"),
+    "read_uncommitted without the transactional run": (
+        lambda tmp: ["--semantics", "exactly-once", "--isolation", "read_uncommitted"],
+        "--isolation only changes how the transactional run is read"),
+    "abort probability of 1": (
+        lambda tmp: ["--semantics", "transactional", "--abort-probability", "1"],
+        "--abort-probability must be at least 0 and below 1"),
     "out is a file": (_file_as_out, "is not a directory"),
     "sink cannot be opened": (_directory_as_sink, "cannot open the sink"),
     "sink URL of an unsupported kind": (

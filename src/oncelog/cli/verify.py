@@ -28,8 +28,9 @@ class RunFailure(Failure):
 
 @main.command()
 @click.option("--semantics", "-s", default="all", show_default=True,
-              metavar="at-most-once|at-least-once|exactly-once|all",
-              help="Which semantics to verify (a comma-separated list works too).")
+              metavar="at-most-once|at-least-once|exactly-once|transactional|all",
+              help="Which semantics to verify (a comma-separated list works too); all is "
+                   "the three guarantees, transactional is asked for by name.")
 @click.option("--faults", "-f", default="kill-broker,kill-consumer,kill-driver,drop-acks",
               show_default=True, metavar="LIST",
               help="Faults to inject: kill-broker, kill-consumer, kill-driver, drop-acks, "
@@ -62,12 +63,22 @@ class RunFailure(Failure):
 @click.option("--drain-timeout", "drain_timeout_s", type=float, default=120.0,
               show_default=True, metavar="S",
               help="After the workload, how long to wait for the sink to catch up.")
-@click.option("--exactly-once-stage", type=click.Choice(["pipeline", "at-least-once-consumer"]),
+@click.option("--exactly-once-stage",
+              type=click.Choice(["pipeline", "transform", "at-least-once-consumer"]),
               default="pipeline", show_default=True,
-              help="What delivers the exactly-once run. at-least-once-consumer is a "
-                   "deliberately broken configuration, to see the verifier catch it.")
+              help="What delivers the exactly-once run: the Spark pipeline, or a Kafka "
+                   "consume-transform-produce worker into an output topic read with "
+                   "read_committed. at-least-once-consumer is a deliberately broken "
+                   "configuration, to see the verifier catch it.")
+@click.option("--abort-probability", type=float, default=0.2, show_default=True, metavar="P",
+              help="Transactional: the chance that a producer aborts a transaction.")
+@click.option("--isolation", type=click.Choice(["read_committed", "read_uncommitted"]),
+              default="read_committed", show_default=True,
+              help="Transactional: how the run is read. read_uncommitted is the negative "
+                   "control: the checker must report aborted reads.")
 def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, out_dir, rate,
-           producers, partitions, drain_timeout_s, exactly_once_stage) -> None:
+           producers, partitions, drain_timeout_s, exactly_once_stage, abort_probability,
+           isolation) -> None:
     """Run producers, a broker and a consumer or the PySpark pipeline under seeded faults,
     then report what was lost, duplicated or reordered per semantics."""
     from rich.console import Console
@@ -81,9 +92,10 @@ def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, ou
     try:
         scenario = Scenario.build(
             semantics=semantics, faults=faults, duration_s=duration_s, seed=seed,
-            out_dir=out_dir, bootstrap=bootstrap, brokers=brokers, sink=sink_url, rate=rate, producers=producers,
-            partitions=partitions, drain_timeout_s=drain_timeout_s,
-            exactly_once_stage=exactly_once_stage)
+            out_dir=out_dir, bootstrap=bootstrap, brokers=brokers, sink=sink_url, rate=rate,
+            producers=producers, partitions=partitions, drain_timeout_s=drain_timeout_s,
+            exactly_once_stage=exactly_once_stage, abort_probability=abort_probability,
+            isolation=isolation)
         schedule = preflight(scenario)
     except BadInput as error:
         raise BadInputFailure(str(error)) from None

@@ -28,12 +28,35 @@ Definitions (ids are record ids; "delivered" means a ``Delivered`` record exists
 - **unexpected** — delivered ids never produced: corruption visible to the checker (a
   record the workload never wrote, or a mangled value). Excluded from every other count.
 
+**Transactional runs** (``transactional``) judge each record by its transaction, from the
+producers' ``Transaction`` records (``history.py``). A produced id's transaction is:
+
+- *committed* — ``commit_transaction()`` returned;
+- *aborted* — ``abort_transaction()`` returned (a chosen abort, or an abort after a commit
+  that failed with an abortable error): the broker wrote its abort markers;
+- *unknown* — commit was asked for (``committing``) and no answer was recorded (the producer
+  died, or the commit timed out and could not be aborted): it may have gone either way;
+- *uncommitted* — commit was never asked for (the producer gave up on the transaction, or
+  died inside it): the broker aborts it, by the producer's next epoch or by its timeout.
+
+Then, for transactional runs only: **acknowledged** means committed (what the producer was
+promised), so **lost** is committed ids never delivered; **aborted_reads** are delivered
+aborted ids; **uncommitted_reads** are delivered uncommitted ids. An unknown id may be
+delivered or not, but at most once (a second copy is a duplicate like any other).
+``transactions`` counts the transactions per outcome and ``aborted_records`` the records
+produced in aborted ones, so a run that aborted nothing (and so proved nothing about
+aborted reads) is visible, and warned about.
+
 Contracts (``CONTRACTS``: which anomalies break which semantics):
 
 - at-most-once: no duplicates (losses allowed).
 - at-least-once: nothing lost (duplicates allowed).
 - exactly-once: nothing lost, no duplicates, and no reordering.
+- transactional: as exactly-once, and no aborted or uncommitted reads.
 - every semantics: nothing unexpected.
+
+``SEMANTICS`` are the three guarantees (what ``--semantics all`` runs); ``transactional``
+is exactly-once through Kafka transactions, run when asked for by name.
 
 Reordering is reported for every semantics but breaks only exactly-once: Kafka promises
 per-partition order only to an idempotent producer (or ``max.in.flight.requests.per
@@ -56,23 +79,28 @@ from typing import Any
 
 from .history import Delivered, FaultEvent, History, record_to_dict
 
-__all__ = ["CONTRACTS", "SEMANTICS", "CheckResult", "Reorder", "check", "normalize_semantics"]
+__all__ = ["ALL_SEMANTICS", "CONTRACTS", "SEMANTICS", "TRANSACTIONAL", "CheckResult", "Reorder",
+           "check", "normalize_semantics"]
 
-SEMANTICS = ("at_most_once", "at_least_once", "exactly_once")
+SEMANTICS = ("at_most_once", "at_least_once", "exactly_once")   # what "all" means
+TRANSACTIONAL = "transactional"
+ALL_SEMANTICS = (*SEMANTICS, TRANSACTIONAL)
 
 CONTRACTS: dict[str, tuple[str, ...]] = {
     "at_most_once": ("duplicated", "unexpected"),
     "at_least_once": ("lost", "unexpected"),
     "exactly_once": ("lost", "duplicated", "reordered", "unexpected"),
+    "transactional": ("aborted_reads", "uncommitted_reads", "lost", "duplicated", "reordered",
+                      "unexpected"),
 }
 
 
 def normalize_semantics(semantics: str) -> str:
     """``at-most-once`` or ``at_most_once`` -> ``at_most_once``; ``ValueError`` otherwise."""
     name = semantics.strip().lower().replace("-", "_")
-    if name not in SEMANTICS:
+    if name not in ALL_SEMANTICS:
         raise ValueError(f"unknown semantics {semantics!r}; choose at-most-once, "
-                         "at-least-once or exactly-once")
+                         "at-least-once, exactly-once or transactional")
     return name
 
 
@@ -100,13 +128,19 @@ class CheckResult:
     failed_delivered: list[str]
     faults: list[FaultEvent] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # transactional runs only (empty otherwise); see the module doc
+    aborted_reads: list[str] = field(default_factory=list)
+    uncommitted_reads: list[str] = field(default_factory=list)
+    transactions: dict[str, int] = field(default_factory=dict)  # outcome -> transactions
+    aborted_records: int = 0
 
     @property
     def duplicate_copies(self) -> int:
         return sum(copies - 1 for copies in self.duplicated.values())
 
     def count(self, anomaly: str) -> int:
-        """Ids showing ``anomaly``: lost, duplicated, reordered or unexpected."""
+        """Ids showing ``anomaly``: lost, duplicated, reordered, unexpected, aborted_reads
+        or uncommitted_reads."""
         return len(getattr(self, anomaly))
 
     @property
@@ -123,6 +157,9 @@ class CheckResult:
                                      f"({self.duplicate_copies} extra copies)"),
             "reordered": lambda n: f"{n} record(s) delivered after a later record",
             "unexpected": lambda n: f"{n} delivered record(s) never produced",
+            "aborted_reads": lambda n: f"{n} record(s) of aborted transactions delivered",
+            "uncommitted_reads": lambda n: (f"{n} record(s) of transactions never committed "
+                                            "delivered"),
         }
         return [sentences[anomaly](self.count(anomaly)) for anomaly in self.broken_by]
 
@@ -135,7 +172,7 @@ class CheckResult:
         def sample(items):
             return list(items)[:sample_size] if sample_size is not None else list(items)
 
-        return {
+        document = {
             "semantics": self.semantics,
             "contract": list(CONTRACTS[self.semantics]),
             "contract_kept": self.contract_kept,
@@ -164,6 +201,14 @@ class CheckResult:
             "faults": [record_to_dict(event) for event in self.faults],
             "warnings": list(self.warnings),
         }
+        if self.semantics == TRANSACTIONAL:
+            document["counts"].update(aborted_reads=len(self.aborted_reads),
+                                      uncommitted_reads=len(self.uncommitted_reads),
+                                      aborted_records=self.aborted_records)
+            document["transactions"] = dict(self.transactions)
+            document["samples"].update(aborted_reads=sample(self.aborted_reads),
+                                       uncommitted_reads=sample(self.uncommitted_reads))
+        return document
 
 
 def check(history: History, semantics: str) -> CheckResult:
@@ -171,6 +216,10 @@ def check(history: History, semantics: str) -> CheckResult:
     semantics = normalize_semantics(semantics)
     produced = {record.id: record for record in history.produced}
     acknowledged = {record.id for record in history.acknowledged}
+    outcomes: dict[str, str] = {}
+    if semantics == TRANSACTIONAL:
+        outcomes = _record_outcomes(history, produced)
+        acknowledged = {id for id, outcome in outcomes.items() if outcome == "committed"}
     failed = {record.id for record in history.failed}
     copies = Counter(record.id for record in history.delivered)
     offsets: dict[str, set] = defaultdict(set)
@@ -199,8 +248,40 @@ def check(history: History, semantics: str) -> CheckResult:
         failed_delivered=order((set(delivered) & failed) - acknowledged),
         faults=history.faults,
     )
+    if semantics == TRANSACTIONAL:
+        result.aborted_reads = order(id for id in delivered if outcomes[id] == "aborted")
+        result.uncommitted_reads = order(id for id in delivered
+                                         if outcomes[id] == "uncommitted")
+        result.transactions = _transaction_outcomes(history)
+        result.aborted_records = sum(1 for outcome in outcomes.values() if outcome == "aborted")
     result.warnings = _warnings(history, result)
     return result
+
+
+def _record_outcomes(history: History, produced: dict) -> dict[str, str]:
+    """Produced id -> committed, aborted, unknown or uncommitted (see the module doc)."""
+    final: dict[str, str] = {}
+    requested: set[str] = set()
+    for transaction in history.transactions:
+        if transaction.outcome in ("committed", "aborted"):
+            final.update(dict.fromkeys(transaction.ids, transaction.outcome))
+        else:  # committing, unknown
+            requested.update(transaction.ids)
+    return {id: final.get(id) or ("unknown" if id in requested else "uncommitted")
+            for id in produced}
+
+
+def _transaction_outcomes(history: History) -> dict[str, int]:
+    """Transactions per outcome: committed, aborted, unknown (committing, never answered)."""
+    last: dict[tuple[str, int], str] = {}
+    for transaction in history.transactions:
+        key = (transaction.producer, transaction.txn)
+        if last.get(key) not in ("committed", "aborted"):
+            last[key] = transaction.outcome
+    counts = dict.fromkeys(("committed", "aborted", "unknown"), 0)
+    for outcome in last.values():
+        counts["unknown" if outcome == "committing" else outcome] += 1
+    return counts
 
 
 def _reordered(delivered: list[Delivered], produced: dict) -> list[Reorder]:
@@ -235,6 +316,9 @@ def _warnings(history: History, result: CheckResult) -> list[str]:
         warnings.append("no record was acknowledged: 'nothing lost' proves nothing")
     elif result.delivered == 0:
         warnings.append("nothing produced was delivered")
+    if result.semantics == TRANSACTIONAL and result.produced and \
+            not result.transactions.get("aborted"):
+        warnings.append("no transaction was aborted: 'no aborted reads' proves nothing")
     if history.torn_lines:
         warnings.append(f"{history.torn_lines} torn history line(s) skipped "
                         "(a process was killed mid-write)")

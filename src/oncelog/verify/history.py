@@ -17,6 +17,13 @@ Records (one JSON object per line, ``"type"`` names the kind):
   row id of a table sink, the offset in an output topic, or the index in a final scan of the
   sink. (A per-process counter that restarts with a killed consumer does not qualify.)
 - ``FaultEvent(name, action, time, detail)`` — a fault was injected, healed or executed.
+- ``Transaction(producer, txn, ids, outcome, time)`` — a transactional producer's view of
+  its ``txn``-th transaction, holding ``ids``: ``committing`` is written *before*
+  ``commit_transaction()`` is called, then ``committed`` (the call returned) or ``aborted``
+  (``abort_transaction()`` returned: the broker wrote the abort markers); ``unknown`` when
+  the producer gave up without knowing (a commit that timed out and could not be aborted).
+  A transaction that never got ``committing`` was never asked to commit; one that got
+  ``committing`` and nothing after it (the producer died) has an unknown outcome too.
 
 Every ``time`` is wall-clock seconds (``time.time()``): histories from several processes are
 merged, and only the wall clock is shared between them.
@@ -46,7 +53,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 __all__ = [
     "Acknowledged", "Delivered", "Failed", "FaultEvent", "History", "HistoryError",
-    "HistoryWriter", "Produced", "Record", "decode_value", "encode_value", "make_id",
+    "HistoryWriter", "Produced", "Record", "Transaction", "TXN_OUTCOMES", "decode_value",
+    "encode_value", "make_id",
     "record_from_dict", "record_to_dict",
 ]
 
@@ -98,10 +106,23 @@ class FaultEvent:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-Record = Produced | Acknowledged | Failed | Delivered | FaultEvent
+TXN_OUTCOMES = ("committing", "committed", "aborted", "unknown")
+
+
+@dataclass(frozen=True)
+class Transaction:
+    producer: str
+    txn: int        # the producer's own transaction number (0, 1, 2, ...)
+    ids: list[str]  # the records produced in it
+    outcome: str    # one of TXN_OUTCOMES
+    time: float
+
+
+Record = Produced | Acknowledged | Failed | Delivered | FaultEvent | Transaction
 
 _TYPES: dict[str, type] = {"produced": Produced, "acknowledged": Acknowledged,
-                           "failed": Failed, "delivered": Delivered, "fault": FaultEvent}
+                           "failed": Failed, "delivered": Delivered, "fault": FaultEvent,
+                           "transaction": Transaction}
 _NAMES = {cls: name for name, cls in _TYPES.items()}
 
 
@@ -198,6 +219,10 @@ class History:
     def faults(self) -> list[FaultEvent]:
         return self._of(FaultEvent)
 
+    @property
+    def transactions(self) -> list[Transaction]:
+        return self._of(Transaction)
+
     def save(self, path: str | os.PathLike) -> None:
         """Write every record to ``path`` (replacing it) as JSON Lines."""
         with open(path, "wb") as file:
@@ -291,6 +316,9 @@ class HistoryWriter:
 
     def fault(self, name: str, action: str, **detail: Any) -> None:
         self.append(FaultEvent(name, action, self.clock(), detail))
+
+    def transaction(self, producer: str, txn: int, ids: list[str], outcome: str) -> None:
+        self.append(Transaction(producer, txn, list(ids), outcome, self.clock()))
 
     def close(self) -> None:
         self._file.close()

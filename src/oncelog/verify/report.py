@@ -39,7 +39,12 @@ def prose(semantics: str) -> str:
     return semantics.replace("_", "-")
 
 
+_HEADERS = {"aborted_reads": "aborted\nreads", "uncommitted_reads": "uncommitted\nreads"}
+
+
 def _anomaly_cell(result: CheckResult, anomaly: str) -> str:
+    if anomaly not in CONTRACTS[result.semantics] and anomaly.endswith("_reads"):
+        return "[dim]-[/dim]"  # not a transactional run: nothing to say
     count = result.count(anomaly)
     text = str(count)
     if anomaly == "duplicated" and result.duplicate_copies != count:
@@ -60,11 +65,13 @@ def render_table(results: Sequence[CheckResult], *, seed: int | None = None,
     anomalies = ["lost", "duplicated", "reordered"]
     if any(result.unexpected for result in results):
         anomalies.append("unexpected")
+    if any(result.semantics == "transactional" for result in results):
+        anomalies += ["aborted_reads", "uncommitted_reads"]
     table = Table(title=title, caption=_caption(schedule), caption_justify="left",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     table.add_column("semantics", no_wrap=True)
     for column in ("produced", "acked", "delivered", *anomalies):
-        table.add_column(column, justify="right", no_wrap=True)
+        table.add_column(_HEADERS.get(column, column), justify="right", no_wrap=True)
     table.add_column("contract", justify="center", no_wrap=True)
     for result in results:
         verdict = "[green]✔[/green]" if result.contract_kept else "[bold red]✘[/bold red]"
@@ -100,6 +107,11 @@ def print_report(results: Sequence[CheckResult], *, console: Console | None = No
             ids = [item if isinstance(item, str) else item["id"] for item in samples[anomaly]]
             more = ", ..." if result.count(anomaly) > len(ids) else ""
             console.print(f"[bold red]✘[/bold red] {name}: {sentence}: {', '.join(ids)}{more}")
+        if result.transactions:
+            counts = result.transactions
+            console.print(f"  {name}: transactions {counts['committed']} committed, "
+                          f"{counts['aborted']} aborted ({result.aborted_records} records), "
+                          f"{counts['unknown']} unknown outcome", highlight=False)
         for warning in result.warnings:
             console.print(f"[yellow]![/yellow] {name}: {warning}")
     if seed is not None:

@@ -64,9 +64,10 @@ from .report import ChartUnavailable, results_document, write_chart
 from .scenario import BadInput, RunFailed, Scenario
 from .schedule import FaultSchedule
 from .workloads import producer as producer_worker
-from .workloads.delivery import ConsumerStage, PipelineStage
-from .workloads.sinks import (DeliveriesTable, PipelineTable, SinkUnavailable, remove_sink_files,
-                             sqlite_url)
+from .workloads import transform as transform_worker
+from .workloads.delivery import ConsumerStage, PipelineStage, ReaderStage, TransformStage
+from .workloads.sinks import (DeliveriesTable, PipelineTable, ReadTable, SinkUnavailable,
+                              remove_sink_files, sqlite_url)
 
 __all__ = ["RunFailed", "RunOutcome", "Runner", "preflight", "write_outputs"]
 
@@ -185,6 +186,9 @@ def _sink(scenario: Scenario, semantics: str) -> DeliveriesTable | PipelineTable
     """The semantics' sink: its own SQLite file in ``--out``, or its own table in ``--sink``."""
     pipeline = semantics == "exactly_once" and scenario.exactly_once_stage == "pipeline"
     kind = PipelineTable if pipeline else DeliveriesTable
+    if semantics == "transactional" or (semantics == "exactly_once"
+                                        and scenario.exactly_once_stage == "transform"):
+        kind = ReadTable
     if scenario.sink is None:
         return kind(sqlite_url(scenario.out_dir / prose(semantics) / "sink.db"))
     return kind(scenario.sink, f"oncelog_verify_{semantics}")
@@ -387,13 +391,18 @@ class _SemanticsRun:
 
     def _create_topic(self) -> None:
         scenario = self.scenario
+        topics = [self.topic]
+        if self.semantics == "exactly_once" and scenario.exactly_once_stage == "transform":
+            topics.append(transform_worker.output_topic(self.topic))
         if self.target is None:
-            _create_topic(self.bootstrap, self.topic, scenario.partitions)
+            for topic in topics:
+                _create_topic(self.bootstrap, topic, scenario.partitions)
             return
         replication = scenario.replication_factor
         config = {"min.insync.replicas": str(min(2, replication)),
                   "unclean.leader.election.enable": "false"}
-        _create_topic(self.bootstrap, self.topic, scenario.partitions, replication, config)
+        for topic in topics:
+            _create_topic(self.bootstrap, topic, scenario.partitions, replication, config)
         self.details.update(brokers=scenario.brokers, replication_factor=replication, **config)
         deadline = time.monotonic() + CLUSTER_READY_TIMEOUT_S
         while not self.target.recovered():
@@ -440,6 +449,20 @@ class _SemanticsRun:
                                  log_path=logs / f"{self.name}-copy-job.log",
                                  children=self.runner.children,
                                  max_offsets_per_trigger=max(1000, int(5 * self.scenario.rate)))
+        if isinstance(sink, ReadTable) and self.semantics == "exactly_once":
+            return TransformStage(bootstrap=self.bootstrap, topic=self.topic,
+                                  partitions=self.scenario.partitions, sink=sink, log_dir=logs,
+                                  name=self.name, children=self.runner.children)
+        if isinstance(sink, ReadTable):
+            isolation = self.scenario.isolation
+            if isolation != "read_committed":
+                self.notes.append(f"deliberately misconfigured: the transactional run was read "
+                                  f"with {isolation} (--isolation {isolation}), a negative "
+                                  "control: aborted reads must show")
+            return ReaderStage(bootstrap=self.bootstrap, topic=self.topic,
+                               partitions=self.scenario.partitions, isolation=isolation,
+                               sink=sink, log_path=logs / f"{self.name}-reader.log",
+                               children=self.runner.children)
         guarantee = self.semantics
         if self.semantics == "exactly_once":  # --exactly-once-stage at-least-once-consumer
             guarantee = "at_least_once"
@@ -468,6 +491,12 @@ class _SemanticsRun:
             faults["kill-consumer"] = KillDelivery(
                 "kill-consumer", stage, timed=False,
                 note="the copy job is this stage's consumer: kill -9 at a random moment")
+        elif isinstance(stage, TransformStage):
+            faults["kill-consumer"] = KillDelivery("kill-consumer", stage, timed=True)
+            faults["kill-driver"] = KillDelivery(
+                "kill-driver", stage.reader, timed=False,
+                note="no Spark driver in this stage: kill -9 of the output topic's "
+                     "read_committed reader instead")
         else:
             faults["kill-consumer"] = KillDelivery("kill-consumer", stage, timed=True)
             faults["kill-driver"] = KillDelivery(
@@ -485,7 +514,8 @@ class _SemanticsRun:
                 rate=scenario.rate / scenario.producers,
                 # only a bound: the runner stops it when the (maybe shifted) schedule is done
                 duration_s=scenario.duration_s + MAX_DELAY_S * len(runner.schedule) + 120,
-                partitions=scenario.partitions, flush_timeout_s=PRODUCER_FLUSH_S)
+                partitions=scenario.partitions, flush_timeout_s=PRODUCER_FLUSH_S,
+                seed=scenario.seed, abort_probability=scenario.abort_probability)
             producers.append(runner.children.add(ChildProcess(
                 f"producer p{index}", argv,
                 runner.out / "logs" / f"{self.name}-producer-{index}.log", watch=True)))
@@ -498,8 +528,9 @@ class _SemanticsRun:
         status = stage.exited_unexpectedly()
         if status is not None:
             self.unexpected_restarts += 1
-            note = (f"the {stage.description} exited on its own with status {status} at "
-                    f"{self.elapsed():.1f} s (see {stage.log_path})")
+            description, log_path = stage.exited_process()
+            note = (f"the {description} exited on its own with status {status} at "
+                    f"{self.elapsed():.1f} s (see {log_path})")
             if self.unexpected_restarts > MAX_UNEXPECTED_RESTARTS:
                 raise RunFailed(f"{note}, {self.unexpected_restarts} times; giving up")
             self.notes.append(note + "; restarted")
@@ -533,11 +564,9 @@ class _SemanticsRun:
         while True:
             self._watch([])
             try:
-                delivered = self.stage.sink.ends()
+                behind = self.stage.behind(ends)
             except SinkUnavailable:  # busy: look again in a moment
-                delivered = {}
-            behind = sum(max(0, end - delivered.get(partition, 0))
-                         for partition, end in ends.items())
+                behind = sum(ends.values())
             self._show("draining")
             if behind == 0:
                 return round(time.monotonic() - started, 1)

@@ -4,11 +4,19 @@
 wrong), ``schedule()`` derives the seeded fault schedule, and ``to_dict()`` goes into
 ``result.json`` so a run can be read back and replayed: same seed and faults, same schedule.
 
-``exactly_once_stage`` exists to prove the verifier can fail: ``pipeline`` (the default) is
-the real exactly-once stage (the Spark copy job into a ``TransactionalSink``);
-``at-least-once-consumer`` delivers the exactly-once run with the at-least-once consumer
+``exactly_once_stage`` says what delivers the exactly-once run: ``pipeline`` (the default),
+the Spark copy job into a ``TransactionalSink``; ``transform``, Kafka's own exactly-once end
+to end: the records go through a consume-transform-produce worker (one Kafka transaction
+per batch, offsets included) into an output topic, read with ``read_committed`` into the
+sink; and, to prove the verifier can fail, ``at-least-once-consumer`` delivers the exactly-once run with the at-least-once consumer
 while it keeps its exactly-once label - a deliberately broken configuration that the
 checker must catch (duplicates after ``kill-consumer``).
+
+``transactional`` (asked for by name; ``all`` is the three guarantees) runs transactional
+producers that abort a share ``abort_probability`` of their transactions, read by the
+exactly-once reader with ``isolation`` ``read_committed``. ``read_uncommitted`` is the
+negative control: the same workload read without the isolation, where the checker must
+report aborted reads and the broken contract.
 
 ``brokers`` is how many brokers the run starts: 1 (the default) is today's single broker
 with no ZooKeeper; 2 or more is a ``LocalCluster`` with its own ZooKeeper, which the
@@ -22,14 +30,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checker import SEMANTICS, normalize_semantics
+from .checker import SEMANTICS, TRANSACTIONAL, normalize_semantics
 from .schedule import CLUSTER_FAULTS, FaultSchedule, parse_faults
 
-__all__ = ["BadInput", "DEFAULT_FAULTS", "EXACTLY_ONCE_STAGES", "RunFailed", "Scenario"]
+__all__ = ["BadInput", "DEFAULT_FAULTS", "EXACTLY_ONCE_STAGES", "ISOLATION_LEVELS", "RunFailed",
+           "Scenario"]
 
 # the CLI's default; the cluster faults are asked for by name (they need --brokers)
 DEFAULT_FAULTS = ("kill-broker", "kill-consumer", "kill-driver", "drop-acks")
-EXACTLY_ONCE_STAGES = ("pipeline", "at-least-once-consumer")
+EXACTLY_ONCE_STAGES = ("pipeline", "transform", "at-least-once-consumer")
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 
 class BadInput(ValueError):
@@ -54,6 +64,8 @@ class Scenario:
     producers: int = 2
     partitions: int = 3
     exactly_once_stage: str = "pipeline"
+    abort_probability: float = 0.2          # transactional: share of transactions aborted
+    isolation: str = "read_committed"       # transactional: the reader's isolation.level
     drain_timeout_s: float = 120.0
     broker_settings: dict[str, str] = field(default_factory=lambda: {
         "group.initial.rebalance.delay.ms": "0"})
@@ -68,7 +80,7 @@ class Scenario:
                 normalize_semantics(name) for name in text.split(",") if name.strip()))
             if not names:
                 raise ValueError("--semantics is empty; choose at-most-once, at-least-once, "
-                                 "exactly-once or all")
+                                 "exactly-once, transactional or all")
             kinds = () if faults.strip().lower() == "none" else tuple(
                 dict.fromkeys(parse_faults(faults)))
         except ValueError as error:
@@ -85,7 +97,16 @@ class Scenario:
     def _validate(self) -> None:
         if self.exactly_once_stage not in EXACTLY_ONCE_STAGES:
             raise BadInput(f"unknown exactly-once stage {self.exactly_once_stage!r}; choose "
-                           "pipeline or at-least-once-consumer")
+                           "pipeline, transform or at-least-once-consumer")
+        if self.isolation not in ISOLATION_LEVELS:
+            raise BadInput(f"unknown isolation level {self.isolation!r}; choose read_committed "
+                           "or read_uncommitted")
+        if self.isolation != "read_committed" and TRANSACTIONAL not in self.semantics:
+            raise BadInput("--isolation only changes how the transactional run is read; add "
+                           "--semantics transactional")
+        if not 0 <= self.abort_probability < 1:
+            raise BadInput(f"--abort-probability must be at least 0 and below 1, not "
+                           f"{self.abort_probability:g}")
         for name, value in (("--rate", self.rate), ("--producers", self.producers),
                             ("--partitions", self.partitions), ("--brokers", self.brokers),
                             ("--drain-timeout", self.drain_timeout_s)):

@@ -11,7 +11,7 @@ from collections import defaultdict
 from itertools import count
 
 from oncelog.verify.history import (Acknowledged, Delivered, Failed, FaultEvent, History,
-                                    Produced, make_id)
+                                    Produced, Transaction, make_id)
 
 TOPIC = "verify"
 
@@ -25,6 +25,7 @@ class Run:
         self._position: dict[int, int] = defaultdict(int)
         self.offset_of: dict[str, int] = {}
         self.partition_of: dict[str, int] = {}
+        self._txn: dict[str, int] = defaultdict(int)
 
     def now(self) -> float:
         return float(next(self._clock))
@@ -55,6 +56,13 @@ class Run:
             self.history.append(Delivered(id, TOPIC, where, at, self._position[where],
                                           self.now()))
             self._position[where] += 1
+
+    def transaction(self, producer: str, ids: list[str], *outcomes: str) -> None:
+        """Record a transaction's outcomes in order, e.g. ("committing", "committed")."""
+        txn = self._txn[producer]
+        self._txn[producer] += 1
+        for outcome in outcomes:
+            self.history.append(Transaction(producer, txn, list(ids), outcome, self.now()))
 
     def fault(self, name: str, action: str, **detail) -> None:
         self.history.append(FaultEvent(name, action, self.now(), detail))

@@ -152,7 +152,9 @@ def test_a_delivered_record_whose_acknowledgement_was_lost_is_neither_lost_nor_a
 def test_contracts_are_data():
     assert CONTRACTS == {"at_most_once": ("duplicated", "unexpected"),
                          "at_least_once": ("lost", "unexpected"),
-                         "exactly_once": ("lost", "duplicated", "reordered", "unexpected")}
+                         "exactly_once": ("lost", "duplicated", "reordered", "unexpected"),
+                         "transactional": ("aborted_reads", "uncommitted_reads", "lost",
+                                           "duplicated", "reordered", "unexpected")}
 
 
 def test_every_anomaly_at_once_is_each_reported():
@@ -180,7 +182,9 @@ def test_warnings_for_runs_that_prove_nothing():
 def test_semantics_names():
     assert normalize_semantics("at-most-once") == "at_most_once"
     assert normalize_semantics("Exactly_Once") == "exactly_once"
-    with pytest.raises(ValueError, match="choose at-most-once, at-least-once or exactly-once"):
+    assert normalize_semantics("transactional") == "transactional"
+    with pytest.raises(ValueError, match="choose at-most-once, at-least-once, exactly-once or "
+                                         "transactional"):
         check(History(), "maybe-once")
 
 

@@ -121,3 +121,20 @@ def test_importing_the_verifier_does_not_import_matplotlib():
     code = ("import sys, oncelog.verify, oncelog.verify.report\n"
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported eagerly'\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_transactional_result_adds_the_read_columns_and_its_transactions():
+    from .test_checker_transactional import transactional_run
+    run, txns = transactional_run()
+    run.deliver(txns["aborted"][0])
+    results = [check(run.history, "transactional"), three_results()[1]]
+    console = Console(record=True, width=160, color_system=None)
+    print_report(results, console=console)
+    text = console.export_text()
+    lines = text.splitlines()
+    row = next(line.split() for line in lines if line.startswith("transactional"))
+    assert row == ["transactional", "14", "5", "6", "0", "0", "0", "1", "0", "✘"]
+    other = next(line.split() for line in lines if line.startswith("at-least-once"))
+    assert other[-3:] == ["-", "-", "✔"]   # not a transactional run: nothing to say
+    assert "transactions 2 committed, 1 aborted (3 records), 1 unknown outcome" in text
+    assert "1 record(s) of aborted transactions delivered" in text

@@ -61,3 +61,26 @@ def test_brokers_must_be_positive():
 def test_the_default_faults_run_on_one_broker():
     assert build(faults=",".join(DEFAULT_FAULTS), duration_s=45).brokers == 1
     assert "kill-leader" not in DEFAULT_FAULTS and "pause-broker" not in DEFAULT_FAULTS
+
+
+def test_all_is_the_three_guarantees_and_transactional_is_asked_for_by_name():
+    assert build(semantics="all").semantics == ("at_most_once", "at_least_once", "exactly_once")
+    scenario = build(semantics="exactly-once,transactional")
+    assert scenario.semantics == ("exactly_once", "transactional")
+    assert scenario.to_dict()["semantics"] == ["exactly-once", "transactional"]
+    assert (scenario.isolation, scenario.abort_probability) == ("read_committed", 0.2)
+
+
+def test_the_negative_control_needs_the_transactional_run():
+    assert build(semantics="transactional", isolation="read_uncommitted").isolation == \
+        "read_uncommitted"
+    with pytest.raises(BadInput, match="--isolation only changes how the transactional run"):
+        build(semantics="all", isolation="read_uncommitted")
+    with pytest.raises(BadInput, match="unknown isolation level 'dirty'"):
+        build(semantics="transactional", isolation="dirty")
+
+
+@pytest.mark.parametrize("probability", [-0.1, 1.0, 1.5])
+def test_the_abort_probability_is_a_probability_below_one(probability):
+    with pytest.raises(BadInput, match="--abort-probability must be at least 0 and below 1"):
+        build(semantics="transactional", abort_probability=probability)

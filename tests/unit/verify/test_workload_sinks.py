@@ -10,8 +10,9 @@ from oncelog.spark.sinks import TransactionalSink
 from oncelog.verify.checker import check
 from oncelog.verify.history import History, HistoryWriter, encode_value
 from oncelog.verify.progress import HistoryTally
-from oncelog.verify.workloads.sinks import (DeliveriesTable, PipelineTable, SinkUnavailable,
-                                            remove_sink_files, sqlite_url)
+from oncelog.verify.workloads.sinks import (DeliveriesTable, PipelineTable, ReadTable,
+                                            ReadWriter, SinkUnavailable, remove_sink_files,
+                                            sqlite_url)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -19,6 +20,26 @@ def db_url(request, tmp_path) -> str:
     if request.param == "sqlite":
         return sqlite_url(tmp_path / "sink.db")
     return request.getfixturevalue("postgres_url")
+
+
+def test_the_readers_positions_commit_with_its_rows_and_are_its_ends(tmp_path, db_url):
+    """The exactly-once reader's sink: a batch's rows and the positions reached go in one
+    transaction; a position may run past the last row (the markers at a partition's end),
+    and ends() are the positions, which is what the drain waits for."""
+    table = ReadTable(db_url, "oncelog_verify_transactional")
+    table.drop()
+    table.create()
+    writer = ReadWriter(db_url, table.table)
+    assert writer.positions() == {}
+    writer.write([(encode_value("p0-000000"), "t", 0, 0), (encode_value("p0-000001"), "t", 1, 0)],
+                 {0: 1, 1: 1})
+    writer.write([], {0: 3})                     # end of partition 0 after two markers
+    writer.write([(encode_value("p0-000002"), "t", 0, 3)], {0: 4})
+    assert writer.positions() == table.ends() == {0: 4, 1: 1}
+    writer.close()
+    assert [row[1] for row in table.delivered()] == ["p0-000000", "p0-000001", "p0-000002"]
+    table.drop()
+    assert table.ends() == {} and table.count() == 0
 
 
 def test_consumer_sink_rows_become_delivered_records_in_position_order(tmp_path, db_url):

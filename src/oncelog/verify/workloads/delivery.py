@@ -5,15 +5,22 @@
 | at-most-once | ``ConsumerStage("at_most_once")``: commit, then process | ``DeliveriesTable`` |
 | at-least-once | ``ConsumerStage("at_least_once")``: process, then commit | ``DeliveriesTable`` |
 | exactly-once | ``PipelineStage``: the Spark copy job, offsets stored with the output | ``PipelineTable`` |
+| transactional | ``ReaderStage``: the ``read_committed`` reader, positions stored with the output | ``ReadTable`` |
+| exactly-once, ``--exactly-once-stage transform`` | ``TransformStage``: the consume-transform-produce worker into ``<topic>-out``, read by a ``ReaderStage`` | ``ReadTable`` |
 
 Each stage is one child process the faults can kill and restart. ``kill(timed=...)``:
 
 - ``ConsumerStage``, timed: SIGUSR1 arms the consumer to kill itself inside its weakest
   window (``consumer.py``); if it has not died within ``wait_s``, ``kill -9`` anyway.
+  ``ReaderStage`` the same, the reader dying right after a batch's transaction
+  (``reader.py``).
 - ``PipelineStage``, timed: wait (at most ``wait_s``) for the copy job to print
   ``batch N written`` - the sink has committed batch N, Spark has not yet recorded it in
   its commit log - and ``kill -9`` its process group (driver, JVM, Python workers) right
   then, so the restarted query runs batch N again and the sink must skip it.
+- ``TransformStage``, timed: the transform worker kills itself inside a transaction, its
+  copies produced and not committed (``transform.py``); its reader is a stage of its own,
+  which ``kill-driver`` kills at once.
 - untimed: ``kill -9`` at once, wherever the process happens to be.
 
 A stage knows whether it was killed on purpose (``down``), so the runner can tell a fault
@@ -32,9 +39,11 @@ from pathlib import Path
 from ..processes import ChildProcess, Children
 from . import consumer as consumer_worker
 from . import pipeline as pipeline_worker
-from .sinks import DeliveriesTable, PipelineTable
+from . import reader as reader_worker
+from . import transform as transform_worker
+from .sinks import DeliveriesTable, PipelineTable, ReadTable
 
-__all__ = ["ConsumerStage", "PipelineStage"]
+__all__ = ["ConsumerStage", "PipelineStage", "ReaderStage", "TransformStage"]
 
 _WRITTEN = re.compile(r"^batch (\d+) written$")
 
@@ -67,6 +76,10 @@ class _Stage:
         if self.down or self.child.alive or self.child.process is None:
             return None
         return self.child.returncode
+
+    def exited_process(self) -> tuple[str, Path]:
+        """What ``exited_unexpectedly`` is about: a description and its log."""
+        return self.description, self.log_path
 
     def start(self) -> None:
         self._started_at = time.monotonic()
@@ -102,24 +115,19 @@ class _Stage:
         self.down = True
         return self.child.kill()
 
+    def behind(self, ends: dict[int, int]) -> int:
+        """Offsets the sink is behind ``ends`` (the log end offsets when the producers
+        stopped); 0 once drained. ``SinkUnavailable`` when the sink is busy."""
+        delivered = self.sink.ends()
+        return sum(max(0, end - delivered.get(partition, 0)) for partition, end in ends.items())
 
-class ConsumerStage(_Stage):
+
+class _SelfKillingStage(_Stage):
+    """A worker that, armed with SIGUSR1, kills itself in its weakest window."""
+
     ready_prefix = "ready"
     steady_pattern = r"^ready"  # it has its partitions
     ready_timeout_s = 60.0
-
-    def __init__(self, guarantee: str, *, bootstrap: str, topic: str, sink: DeliveriesTable,
-                 log_path: Path, children: Children, batch_size: int = 200) -> None:
-        super().__init__()
-        self.guarantee = guarantee
-        self.sink = sink
-        self.description = f"{guarantee.replace('_', '-')} consumer"
-        self.child = children.add(ChildProcess(
-            self.description,
-            consumer_worker.command(guarantee=guarantee, bootstrap=bootstrap, group=topic,
-                                    topic=topic, sink_url=sink.url, table=sink.table,
-                                    instance=f"{topic}-consumer", batch_size=batch_size),
-            log_path, watch=True))
 
     def kill(self, *, timed: bool, wait_s: float = 3.0) -> dict:
         pid = self.pid
@@ -141,6 +149,124 @@ class ConsumerStage(_Stage):
             return {"pid": pid, "landed": f"kill -9 (no batch within {wait_s:g} s of arming)"}
         self._kill_now()
         return {"pid": pid, "landed": "kill -9 at once"}
+
+
+class ConsumerStage(_SelfKillingStage):
+    def __init__(self, guarantee: str, *, bootstrap: str, topic: str, sink: DeliveriesTable,
+                 log_path: Path, children: Children, batch_size: int = 200) -> None:
+        super().__init__()
+        self.guarantee = guarantee
+        self.sink = sink
+        self.description = f"{guarantee.replace('_', '-')} consumer"
+        self.child = children.add(ChildProcess(
+            self.description,
+            consumer_worker.command(guarantee=guarantee, bootstrap=bootstrap, group=topic,
+                                    topic=topic, sink_url=sink.url, table=sink.table,
+                                    instance=f"{topic}-consumer", batch_size=batch_size),
+            log_path, watch=True))
+
+
+class ReaderStage(_SelfKillingStage):
+    """The exactly-once reader (``reader.py``) of ``topic`` into a ``ReadTable``."""
+
+    def __init__(self, *, bootstrap: str, topic: str, partitions: int, isolation: str,
+                 sink: ReadTable, log_path: Path, children: Children) -> None:
+        super().__init__()
+        self.sink = sink
+        self.isolation = isolation
+        self.description = f"{isolation} reader"
+        self.child = children.add(ChildProcess(
+            self.description,
+            reader_worker.command(bootstrap=bootstrap, topic=topic, partitions=partitions,
+                                  isolation=isolation, sink_url=sink.url, table=sink.table),
+            log_path, watch=True))
+
+
+class TransformStage(_SelfKillingStage):
+    """The exactly-once transform worker (the stage's ``child``, ``kill-consumer``'s target)
+    from ``topic`` to ``<topic>-out``, and ``reader``: the ``read_committed`` reader of the
+    output topic into the sink. It has drained when the group's committed input offsets
+    reach the input's log end and the reader has read the output topic to its end."""
+
+    def __init__(self, *, bootstrap: str, topic: str, partitions: int, sink: ReadTable,
+                 log_dir: Path, name: str, children: Children) -> None:
+        super().__init__()
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.output_topic = transform_worker.output_topic(topic)
+        self.group = f"{topic}-transform"
+        self.sink = sink
+        self.description = "exactly-once transform"
+        self.reader = ReaderStage(bootstrap=bootstrap, topic=self.output_topic,
+                                  partitions=partitions, isolation="read_committed", sink=sink,
+                                  log_path=log_dir / f"{name}-reader.log", children=children)
+        self.child = children.add(ChildProcess(
+            self.description,
+            transform_worker.command(bootstrap=bootstrap, topic=topic, group=self.group),
+            log_dir / f"{name}-transform.log", watch=True))
+        self._offsets_client = None
+
+    def start(self) -> None:
+        if not self.reader.alive:
+            self.reader.start()
+        super().start()
+
+    def wait_ready(self, timeout_s: float | None = None) -> bool:
+        return self.reader.wait_ready(timeout_s) and super().wait_ready(timeout_s)
+
+    def exited_unexpectedly(self) -> int | None:
+        status = super().exited_unexpectedly()
+        return status if status is not None else self.reader.exited_unexpectedly()
+
+    def exited_process(self) -> tuple[str, Path]:
+        if super().exited_unexpectedly() is None and \
+                self.reader.exited_unexpectedly() is not None:
+            return self.reader.exited_process()
+        return super().exited_process()
+
+    def restart(self) -> dict:
+        """Start whichever of the two is not running."""
+        detail = {}
+        if not self.reader.alive:
+            detail["reader"] = self.reader.restart()["pid"]
+        if not self.child.alive:
+            detail.update(super().restart())
+        return detail
+
+    def stop(self) -> None:
+        super().stop()
+        self.reader.stop()
+        if self._offsets_client is not None:
+            self._offsets_client.close()
+            self._offsets_client = None
+
+    def behind(self, ends: dict[int, int]) -> int:
+        from confluent_kafka import KafkaException, TopicPartition
+        if self._offsets_client is None:
+            from confluent_kafka import Consumer
+            self._offsets_client = Consumer({  # never subscribes: it only reads offsets
+                "bootstrap.servers": self.bootstrap, "group.id": self.group,
+                "enable.auto.commit": False, "logger": _quiet()})
+        client = self._offsets_client
+        try:
+            committed = client.committed([TopicPartition(self.topic, p) for p in ends],
+                                         timeout=10)
+            input_behind = sum(max(0, ends[tp.partition] - max(tp.offset, 0))
+                               for tp in committed)
+            if input_behind:
+                return input_behind
+            output_ends = {p: client.get_watermark_offsets(
+                TopicPartition(self.output_topic, p), timeout=10)[1] for p in ends}
+        except KafkaException:
+            return sum(ends.values())  # cannot tell now: look again in a moment
+        return super().behind(output_ends)
+
+
+def _quiet():
+    import logging
+    quiet = logging.getLogger("oncelog.verify.librdkafka")
+    quiet.setLevel(logging.CRITICAL)
+    return quiet
 
 
 class PipelineStage(_Stage):

@@ -13,6 +13,13 @@ KEY AUTOINCREMENT``, PostgreSQL ``GENERATED ALWAYS AS IDENTITY``).
 - ``DeliveriesTable`` — the consumers' sink (at-most-once, at-least-once): one row per
   record *processed*, committed at once (on SQLite in WAL mode, so it survives the
   consumer's ``kill -9``): ``(position, id, topic, partition, offset, time)``.
+- ``ReadTable`` — the exactly-once reader's sink (``reader.py``): a ``DeliveriesTable`` plus
+  ``<table>_positions (partition, next_offset)``, where the reader stores, in the same
+  database transaction as each batch's rows, the position it has read each partition to:
+  offsets stored with the output, so a reader killed at any moment resumes exactly after
+  what the sink holds. Its ``ends()`` are those positions (under ``read_committed`` the
+  log ends in control records the reader never delivers, so the rows' offsets would never
+  reach the log end).
 - ``PipelineTable`` — the Spark copy job's ``TransactionalSink`` table: the record's
   ``key``, ``value`` (from which the id is decoded), ``topic``, ``partition`` and
   ``offset``. It is created here, with the position column, before the copy job starts; the
@@ -38,8 +45,8 @@ from ...spark.sinks.dialects import SQLITE
 from ...spark.sinks.errors import SinkError, quote_identifier
 from ..history import HistoryWriter, decode_value
 
-__all__ = ["DeliveriesTable", "PipelineTable", "SinkUnavailable", "remove_sink_files",
-           "sqlite_url"]
+__all__ = ["DeliveriesTable", "PipelineTable", "ReadTable", "ReadWriter", "SinkUnavailable",
+           "remove_sink_files", "sqlite_url"]
 
 _SUFFIXES = ("", "-wal", "-shm", "-journal")
 
@@ -197,6 +204,63 @@ class DeliveryWriter:
 
     def close(self) -> None:
         self.db.close()
+
+
+class ReadTable(DeliveriesTable):
+    """The exactly-once reader's sink: rows and read positions, committed together."""
+
+    @property
+    def positions_table(self) -> str:
+        return f"{self.table}_positions"
+
+    def create(self) -> None:
+        super().create()
+        with self._session("creating the sink") as db:
+            db.execute(f"CREATE TABLE IF NOT EXISTS {quote_identifier(self.positions_table)} "
+                       '("partition" INTEGER PRIMARY KEY, next_offset BIGINT NOT NULL)')
+
+    def drop(self) -> None:
+        super().drop()
+        with self._session("clearing the sink") as db:
+            db.execute(f"DROP TABLE IF EXISTS {quote_identifier(self.positions_table)}")
+
+    def ends(self) -> dict[int, int]:
+        """Partition -> the position the reader has read it to (all before it is in the
+        sink, or was not for delivering: aborted records, control records)."""
+        if self.path is not None and not self.path.exists():
+            return {}
+        with self._session("reading the sink") as db:
+            if not db.table_exists(self.positions_table):
+                return {}
+            return {int(partition): int(offset) for partition, offset in db.execute(
+                f'SELECT "partition", next_offset FROM '
+                f'{quote_identifier(self.positions_table)}').fetchall()}
+
+
+class ReadWriter(DeliveryWriter):
+    """The reader side of ``ReadTable``: each batch's rows and positions in one transaction."""
+
+    def __init__(self, url: str, table: str = ReadTable.default_table) -> None:
+        super().__init__(url, table)
+        self.table = ReadTable(url, table)
+        self.upsert_sql = self.db.dialect.upsert_sql(self.table.positions_table,
+                                                     ["partition", "next_offset"], ["partition"])
+
+    def positions(self) -> dict[int, int]:
+        return self.table.ends()
+
+    def write(self, records: list[tuple[bytes | None, str, int, int]],
+              positions: dict[int, int]) -> None:
+        """``records``: (value, topic, partition, offset); ``positions``: partition -> the
+        next offset to read, stored with the rows."""
+        now = time.time()
+        rows = [(_decode(value, topic, partition, offset), topic, partition, offset, now)
+                for value, topic, partition, offset in records]
+        with self.db.transaction(f"writing {len(rows)} rows to {self.table.display}"):
+            if rows:
+                self.db.executemany(self.sql, rows)
+            for partition, offset in sorted(positions.items()):
+                self.db.execute(self.upsert_sql, (partition, offset))
 
 
 class PipelineTable(_Table):
