@@ -28,6 +28,11 @@ host name) if the output must also be fenced by id. The consumer reads ``read_co
 (an upstream transactional producer's aborted records are never transformed).
 ``transform`` must not have effects outside Kafka that must happen once: a batch can run
 more than once, only its Kafka output counts once.
+
+Known client bug: after a broker restart librdkafka 2.x can block in
+``send_offsets_to_transaction`` for ever, past its timeout (confluentinc/librdkafka#5456,
+#5511). Run the loop under a supervisor that restarts a process making no progress (see
+docs/guarantees.md); what the stuck transaction held is aborted by the next instance.
 """
 
 from __future__ import annotations
