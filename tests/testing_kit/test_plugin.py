@@ -209,3 +209,43 @@ def test_entry_point_is_declared_in_pyproject():
     plugin = entry_point.load()
     assert {"oncelog_broker", "oncelog_topic", "oncelog_group", "oncelog_cluster",
             "oncelog_spark"} <= set(vars(plugin))
+
+
+CLUSTER = CLIENT_HELPERS + '''
+def test_kill_the_leader_and_keep_acknowledged_records(oncelog_cluster):
+    topic = oncelog_cluster.topic("failover", partitions=1)
+    assert produce(oncelog_cluster.bootstrap, topic, [b"before"], acks="all") == [None]
+    leader = oncelog_cluster.leader_of(topic, 0)
+    oncelog_cluster.kill(leader)
+    new_leader = oncelog_cluster.leader_of(topic, 0)
+    assert new_leader != leader
+    assert produce(oncelog_cluster.bootstrap, topic, [b"after"], acks="all") == [None]
+    assert [r.value for r in oncelog_cluster.read_all(topic)] == [b"before", b"after"]
+    oncelog_cluster.fail_next("Produce", "NOT_ENOUGH_REPLICAS")
+    [error] = produce(oncelog_cluster.bootstrap, topic, [b"x"], acks="all", retries=0)
+    assert error.code() == KafkaError.NOT_ENOUGH_REPLICAS
+    oncelog_cluster.pause(new_leader)  # left paused: teardown must still stop it
+    with open(os.environ["PID_FILE"], "w") as file:
+        file.write(" ".join(map(str, oncelog_cluster.pids())))
+'''
+
+
+@pytest.mark.slow
+def test_cluster_fixture_fails_over(run_user_tests, tmp_path, monkeypatch):
+    pid_file = tmp_path / "pids"
+    monkeypatch.setenv("PID_FILE", str(pid_file))
+    result = run_user_tests(CLUSTER)
+    result.assert_outcomes(passed=1)
+    pids = [int(pid) for pid in pid_file.read_text().split()]
+    assert len(pids) == 4  # ZooKeeper and 3 brokers, the killed one included
+    assert not [pid for pid in pids if pid_alive(pid)]
+
+
+def test_cluster_fixture_without_java_says_what_to_install(run_user_tests, monkeypatch,
+                                                          tmp_path):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java on it
+    result = run_user_tests("def test_needs_a_cluster(oncelog_cluster):\n    pass\n")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*needs Java 17+ and Apache ZooKeeper 3.8: on Debian/Ubuntu "
+                                 "run `sudo apt-get install default-jre-headless zookeeper`*"])

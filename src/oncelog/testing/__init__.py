@@ -23,7 +23,8 @@ docs/testing.md has recipes.
 
 from .assertions import DeliveryError, assert_delivered, read_all
 from .broker import Broker, broker
+from .cluster import Cluster, ClusterUnavailable, cluster
 from .wire import UnknownName, WireFault, WireFaults, WireProxy, proxy
 
-__all__ = ["Broker", "DeliveryError", "UnknownName", "WireFault", "WireFaults", "WireProxy",
-           "assert_delivered", "broker", "proxy", "read_all"]
+__all__ = ["Broker", "Cluster", "ClusterUnavailable", "DeliveryError", "UnknownName", "WireFault", "WireFaults", "WireProxy",
+           "assert_delivered", "broker", "cluster", "proxy", "read_all"]

@@ -78,15 +78,22 @@ def _history(expected_ids: Iterable[str], actual: Iterable[Any],
         if id in acked:
             history.append(Acknowledged(id, "", 0, None, 0.0))
     for index, item in enumerate(actual):
-        topic = getattr(item, "topic", "") or ""
-        partition = getattr(item, "partition", 0)
-        offset = getattr(item, "offset", None)
-        if callable(topic):  # a confluent_kafka.Message
-            topic, partition, offset = item.topic(), item.partition(), item.offset()
-        position = offset if isinstance(offset, int) and offset >= 0 else index
-        history.append(Delivered(id_of(item), topic, partition or 0,
-                                 offset if isinstance(offset, int) else None, position, 1.0))
+        topic, partition, offset = _where(item)
+        position = offset if offset is not None and offset >= 0 else index
+        history.append(Delivered(id_of(item), topic, partition, offset, position, 1.0))
     return history
+
+
+def _where(item: Any) -> tuple[str, int, int | None]:
+    """(topic, partition, offset) of a delivered item; ("", 0, None) for a bare id."""
+    if isinstance(item, (str, bytes)):
+        return "", 0, None
+    topic = getattr(item, "topic", "")
+    if callable(topic):  # a confluent_kafka.Message
+        return item.topic(), item.partition(), item.offset()
+    partition, offset = getattr(item, "partition", 0), getattr(item, "offset", None)
+    return (topic or "", partition if isinstance(partition, int) else 0,
+            offset if isinstance(offset, int) else None)
 
 
 def delivery_report(result: CheckResult) -> str:

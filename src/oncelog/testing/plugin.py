@@ -68,10 +68,15 @@ def oncelog_group(request):
 
 @pytest.fixture
 def oncelog_cluster(tmp_path_factory):
-    from .cluster import Cluster
+    """ZooKeeper and 3 brokers for this test (a cluster takes seconds to start, and its
+    faults - killed brokers, elections - are hard to undo, so it is not shared)."""
+    from .cluster import Cluster, ClusterUnavailable
     started = Cluster(tmp_path_factory.mktemp("oncelog-cluster"), brokers=3)
     try:
-        started.start()
+        try:
+            started.start()
+        except ClusterUnavailable as error:
+            pytest.fail(str(error), pytrace=False)
         yield started
     finally:
         started.close()
