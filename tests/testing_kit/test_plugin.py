@@ -249,3 +249,20 @@ def test_cluster_fixture_without_java_says_what_to_install(run_user_tests, monke
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*needs Java 17+ and Apache ZooKeeper 3.8: on Debian/Ubuntu "
                                  "run `sudo apt-get install default-jre-headless zookeeper`*"])
+
+
+SPARK = CLIENT_HELPERS + '''
+def test_a_spark_job_reads_the_fixture_broker(oncelog_spark, oncelog_broker, oncelog_topic):
+    topic = oncelog_topic(partitions=2)
+    produce(oncelog_broker.bootstrap, topic, [b"x", b"y", b"z"])
+    rows = (oncelog_spark.read.format("oncelog")
+            .option("kafka.bootstrap.servers", oncelog_broker.bootstrap)
+            .option("subscribe", topic).load().select("value").collect())
+    assert sorted(row.value for row in rows) == [b"x", b"y", b"z"]
+'''
+
+
+@pytest.mark.slow
+def test_spark_fixture(run_user_tests):
+    result = run_user_tests(SPARK)
+    result.assert_outcomes(passed=1)

@@ -84,8 +84,11 @@ def oncelog_cluster(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def oncelog_spark():
-    from .spark import local_spark_session
-    session = local_spark_session()
+    from .spark import SparkUnavailable, local_spark_session
+    try:
+        session = local_spark_session()
+    except SparkUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
     try:
         yield session
     finally:
