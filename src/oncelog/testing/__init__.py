@@ -21,10 +21,33 @@
 docs/testing.md has recipes.
 """
 
-from .assertions import DeliveryError, assert_delivered, read_all
+import importlib
+
+# The pytest plugin lives in this package and is loaded by every pytest run where oncelog is
+# installed, so importing the package must cost next to nothing: ``broker`` and ``cluster``
+# are light (the proxy, codecs and clients are imported when something starts) and bound
+# here, so the functions - not the modules of the same name - are what the package exports;
+# the other names are imported on first use (PEP 562).
 from .broker import Broker, broker
 from .cluster import Cluster, ClusterUnavailable, cluster
-from .wire import UnknownName, WireFault, WireFaults, WireProxy, proxy
 
-__all__ = ["Broker", "Cluster", "ClusterUnavailable", "DeliveryError", "UnknownName", "WireFault", "WireFaults", "WireProxy",
-           "assert_delivered", "broker", "cluster", "proxy", "read_all"]
+_EXPORTS = {
+    "DeliveryError": "assertions", "assert_delivered": "assertions", "read_all": "assertions",
+    "UnknownName": "wire", "WireFault": "wire", "WireFaults": "wire", "WireProxy": "wire",
+    "proxy": "wire",
+}
+
+__all__ = ["Broker", "Cluster", "ClusterUnavailable", "broker", "cluster", *sorted(_EXPORTS)]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'oncelog.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -29,10 +29,12 @@ import tempfile
 import threading
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ..broker.process import BrokerProcess
-from .wire import WireFault, WireFaults, WireProxy
+
+if TYPE_CHECKING:  # imported when a broker starts: importing this module stays cheap
+    from .wire import WireFault, WireFaults, WireProxy
 
 __all__ = ["Broker", "FAST_SETTINGS", "broker", "live_pids", "unique_name"]
 
@@ -119,6 +121,7 @@ class Broker(_WireFaultMethods):
         self.process = BrokerProcess(self.directory / "data",
                                      settings={**FAST_SETTINGS, **(settings or {})},
                                      log_path=self.directory / "broker.log")
+        from .wire import WireFaults
         self.faults = WireFaults()
         self._wire_faults = wire_faults
         self.proxy: WireProxy | None = None
@@ -151,6 +154,7 @@ class Broker(_WireFaultMethods):
         try:
             self._start_process(timeout_s)
             if self._wire_faults:
+                from .wire import WireProxy
                 self.proxy = WireProxy(self.process.bootstrap, faults=self.faults).start()
         except BaseException:
             self.close()

@@ -28,7 +28,6 @@ from typing import Iterator
 from ..cluster.local import LocalCluster
 from ..cluster.zookeeper_process import ZooKeeperNotInstalled
 from .broker import FAST_SETTINGS, _track, _untrack, _WireFaultMethods, unique_name
-from .wire import WireFaults, WireProxy
 
 __all__ = ["Cluster", "ClusterUnavailable", "cluster"]
 
@@ -56,6 +55,7 @@ class Cluster(_WireFaultMethods):
                  settings: dict[str, str] | None = None) -> None:
         self.local = LocalCluster(Path(data_dir), brokers,
                                   settings={**CLUSTER_SETTINGS, **(settings or {})})
+        from .wire import WireFaults
         self.faults = WireFaults()
         self._addresses: dict[tuple[str, int], tuple[str, int]] = {}
         self.proxies: dict[int, WireProxy] = {}
@@ -88,6 +88,7 @@ class Cluster(_WireFaultMethods):
             raise ClusterUnavailable(f"{INSTALL_HINT} ({error})") from None
         finally:
             self._track_all()
+        from .wire import WireProxy
         try:
             for node_id, process in self.local.brokers.items():
                 proxy = WireProxy(process.bootstrap, faults=self.faults,

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import pytest
 
-from .broker import Broker
+# Nothing of the kit is imported here but inside the fixtures: this module is loaded by every
+# pytest run in an environment where oncelog is installed.
 
 
 @pytest.fixture(scope="session")
-def oncelog_broker_session(tmp_path_factory) -> Broker:
+def oncelog_broker_session(tmp_path_factory):
     """The session's broker; tests use ``oncelog_broker``, which also resets it after them."""
+    from .broker import Broker
     started = Broker(tmp_path_factory.mktemp("oncelog-broker")).start()
     try:
         yield started
@@ -40,14 +42,14 @@ def oncelog_broker_session(tmp_path_factory) -> Broker:
 
 
 @pytest.fixture
-def oncelog_broker(oncelog_broker_session: Broker) -> Broker:
+def oncelog_broker(oncelog_broker_session):
     oncelog_broker_session.reset()  # a previous test may have left it killed
     yield oncelog_broker_session
     oncelog_broker_session.reset()
 
 
 @pytest.fixture
-def oncelog_topic(oncelog_broker: Broker, request):
+def oncelog_topic(oncelog_broker, request):
     """``oncelog_topic(prefix=<test name>, partitions=1, config=None) -> name``."""
     default_prefix = _safe(request.node.name)
 
