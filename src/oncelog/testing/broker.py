@@ -74,6 +74,9 @@ def _kill_leftovers() -> None:
         leftovers = list(_live.values())
         _live.clear()
     for process in leftovers:
+        if hasattr(process, "kill_at_exit"):
+            process.kill_at_exit()  # e.g. a SparkDriver: its whole process group
+            continue
         if process.process is not None and process.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGCONT)
