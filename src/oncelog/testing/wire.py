@@ -9,7 +9,9 @@ relies on nothing but the Kafka protocol. Faults, named as Kafka names things:
   ``api`` (only those naming ``topic``/``partition`` when given) with ``error`` in every
   error field, *without forwarding them*: the broker never sees them (librdkafka's
   ``rd_kafka_mock_push_request_errors``, Kafka's fault-injection proxy). The response is
-  built by oncelog's own handlers' ``error_response`` and encoded at the request's version;
+  built by oncelog's own handlers' ``error_response`` and encoded at the request's version
+  (so only APIs oncelog serves can be failed this way). The topic filter matches requests
+  that name topics; a request carrying topic ids only (Fetch v13+) never matches it;
 - ``drop_response(api, count)`` forwards the request, swallows its response and closes the
   connection: the broker did the work, the client never heard and retries at once (the
   verifier's ``drop_mode="close"``);
