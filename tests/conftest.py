@@ -6,6 +6,9 @@ import pytest
 
 from oncelog.broker.process import BrokerProcess
 
+# pytester runs generated test files in a subprocess (tests/testing_kit: the pytest plugin)
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture
 def broker_factory(tmp_path):

@@ -1,0 +1,53 @@
+"""oncelog in your own tests: a real broker, fault controls and delivery assertions.
+
+    from oncelog.testing import broker
+
+    with broker() as b:                       # a real broker process, ~1 s to start
+        topic = b.topic("orders", partitions=3)
+        b.fail_next("Produce", "NOT_LEADER_OR_FOLLOWER", count=2)
+        run_my_producer(b.bootstrap, topic)   # sees the error twice, then succeeds
+        b.kill(); b.restart()                 # kill -9, then back on the same port
+
+- ``broker()`` / ``Broker``: a broker process and the ``WireProxy`` in front of it
+  (``oncelog.testing.broker``); ``proxy(bootstrap)``: the same wire faults in front of any
+  Kafka-compatible broker (``oncelog.testing.wire``).
+- ``read_all`` and ``assert_delivered`` (``oncelog.testing.assertions``): the verifier's
+  checker on a topic's contents, with its lost / duplicated / reordered report.
+- ``cluster()``: ZooKeeper and N brokers (``oncelog.testing.cluster``).
+- The pytest plugin (``oncelog.testing.plugin``, registered as ``oncelog`` through the
+  ``pytest11`` entry point) gives the same as fixtures: ``oncelog_broker``,
+  ``oncelog_topic``, ``oncelog_group``, ``oncelog_cluster``, ``oncelog_spark``.
+
+docs/testing.md has recipes.
+"""
+
+import importlib
+
+# The pytest plugin lives in this package and is loaded by every pytest run where oncelog is
+# installed, so importing the package must cost next to nothing: ``broker`` and ``cluster``
+# are light (the proxy, codecs and clients are imported when something starts) and bound
+# here, so the functions - not the modules of the same name - are what the package exports;
+# the other names are imported on first use (PEP 562).
+from .broker import Broker, broker
+from .cluster import Cluster, ClusterUnavailable, cluster
+
+_EXPORTS = {
+    "DeliveryError": "assertions", "assert_delivered": "assertions", "read_all": "assertions",
+    "UnknownName": "wire", "WireFault": "wire", "WireFaults": "wire", "WireProxy": "wire",
+    "proxy": "wire",
+}
+
+__all__ = ["Broker", "Cluster", "ClusterUnavailable", "broker", "cluster", *sorted(_EXPORTS)]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'oncelog.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

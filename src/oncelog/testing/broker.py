@@ -1,0 +1,278 @@
+"""A real oncelog broker for a user's tests, with process and wire faults.
+
+``with broker() as b:`` starts ``python -m oncelog broker`` on a free loopback port (about a
+second), puts a ``WireProxy`` in front of it and gives ``b.bootstrap`` - the proxy's
+address, so wire faults (``b.fail_next(...)``, ``b.drop_response(...)``, ...) can be armed
+at any moment without the client reconnecting. ``b.direct_bootstrap`` is the broker itself.
+
+Process faults: ``kill()`` (SIGKILL), ``restart()`` (same port and data directory, so acknowledged
+records are still there), ``pause()``/``resume()`` (SIGSTOP/SIGCONT). ``reset()`` puts a
+broker back the way a new test expects it: faults cleared, resumed, running.
+
+``topic(prefix, partitions=...)`` creates a topic with a unique name and returns the name;
+``group(prefix)`` returns a unique group id. Names are unique per call, so tests sharing one
+broker never see each other's records.
+
+Safety: every broker process the kit starts is recorded by pid and killed at interpreter
+exit (``atexit``) if nothing stopped it before, paused ones resumed first; ``close()`` (the
+context manager's exit) stops it gracefully, then by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from ..broker.process import BrokerProcess
+
+if TYPE_CHECKING:  # imported when a broker starts: importing this module stays cheap
+    from .wire import WireFault, WireFaults, WireProxy
+
+__all__ = ["Broker", "FAST_SETTINGS", "broker", "live_pids", "unique_name"]
+
+# Defaults that make a test broker fast to use: no rebalance wait, small internal topics.
+FAST_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    "offsets.topic.num.partitions": "1",
+    "transaction.state.log.num.partitions": "1",
+}
+
+_live: dict[int, object] = {}  # pid -> the process object (BrokerProcess or similar)
+_live_lock = threading.Lock()
+
+
+def _track(process) -> None:
+    with _live_lock:
+        _live[process.pid] = process
+
+
+def _untrack(pid: int | None) -> None:
+    with _live_lock:
+        _live.pop(pid, None)
+
+
+def live_pids() -> list[int]:
+    """Pids of processes the kit started and has not seen stop (for teardown checks)."""
+    with _live_lock:
+        return [pid for pid, process in _live.items() if process.process.poll() is None]
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """Interpreter exit (an interrupted run, a test that never reached its teardown): kill
+    every process the kit started, by pid."""
+    with _live_lock:
+        leftovers = list(_live.values())
+        _live.clear()
+    for process in leftovers:
+        if hasattr(process, "kill_at_exit"):
+            process.kill_at_exit()  # e.g. a SparkDriver: its whole process group
+            continue
+        if process.process is not None and process.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGCONT)
+                os.kill(process.pid, signal.SIGKILL)
+            process.process.wait()
+
+
+def unique_name(prefix: str = "test") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+class _WireFaultMethods:
+    """The wire-fault controls, for anything that has a ``faults: WireFaults``."""
+
+    faults: WireFaults
+
+    def fail_next(self, api: str = "Produce", error: str = "NOT_LEADER_OR_FOLLOWER",
+                  count: int | None = 1, topic: str | None = None,
+                  partition: int | None = None) -> WireFault:
+        return self.faults.fail_next(api, error, count, topic, partition)
+
+    def drop_response(self, api: str = "Produce", count: int | None = 1) -> WireFault:
+        return self.faults.drop_response(api, count)
+
+    def delay(self, api: str | None = None, ms: float = 100.0,
+              count: int | None = None) -> WireFault:
+        return self.faults.delay(api, ms, count)
+
+    def disconnect_on(self, api: str, count: int | None = 1) -> WireFault:
+        return self.faults.disconnect_on(api, count)
+
+    def blackhole(self, client_id: str) -> WireFault:
+        return self.faults.blackhole(client_id)
+
+    def clear_faults(self) -> None:
+        self.faults.clear()
+
+
+class Broker(_WireFaultMethods):
+    def __init__(self, data_dir: Path | None = None, *, settings: dict[str, str] | None = None,
+                 wire_faults: bool = True) -> None:
+        self._own_dir = data_dir is None
+        self.directory = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(
+            prefix="oncelog-test-broker-"))
+        self.process = BrokerProcess(self.directory / "data",
+                                     settings={**FAST_SETTINGS, **(settings or {})},
+                                     log_path=self.directory / "broker.log")
+        from .wire import WireFaults
+        self.faults = WireFaults()
+        self._wire_faults = wire_faults
+        self.proxy: WireProxy | None = None
+        self._admin = None
+        self.paused = False
+
+    # -- addresses and life cycle ----------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        """Where clients connect: the fault proxy (or the broker without ``wire_faults``)."""
+        return self.proxy.bootstrap if self.proxy else self.process.bootstrap
+
+    @property
+    def direct_bootstrap(self) -> str:
+        return self.process.bootstrap
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    @property
+    def log_path(self) -> Path:
+        return self.process.log_path
+
+    def is_running(self) -> bool:
+        return self.process.process is not None and self.process.process.poll() is None
+
+    def start(self, timeout_s: float = 20.0) -> "Broker":
+        try:
+            self._start_process(timeout_s)
+            if self._wire_faults:
+                from .wire import WireProxy
+                self.proxy = WireProxy(self.process.bootstrap, faults=self.faults).start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start_process(self, timeout_s: float) -> None:
+        try:
+            self.process.start(timeout_s)
+        finally:
+            if self.process.process is not None:
+                _track(self.process)
+
+    def close(self) -> None:
+        """Stop the proxy and the broker (SIGTERM, then SIGKILL), and remove a data directory
+        the kit made."""
+        self._admin = None
+        if self.proxy is not None:
+            self.proxy.stop()
+        if self.is_running():
+            self.resume()
+            self.process.stop(timeout=10)
+        _untrack(self.pid)
+        if self._own_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> "Broker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- process faults --------------------------------------------------------------------
+
+    def kill(self) -> None:
+        """kill -9 the broker. Acknowledged records survive a ``restart()``."""
+        if self.paused:
+            self.resume()
+        self.process.kill()
+
+    def restart(self, *, hard: bool = False, timeout_s: float = 20.0) -> None:
+        """Stop (SIGTERM, or SIGKILL with ``hard``) if running, then start on the same port
+        and data directory; the proxy in front stays, so ``bootstrap`` does not change."""
+        if self.is_running():
+            if hard:
+                self.kill()
+            else:
+                self.resume()
+                self.process.stop()
+        _untrack(self.pid)
+        self._admin = None
+        self._start_process(timeout_s)
+
+    def pause(self) -> None:
+        """SIGSTOP: the broker holds its connections but answers nothing (a GC pause, a
+        stalled disk)."""
+        os.kill(self.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        if self.paused and self.is_running():
+            os.kill(self.pid, signal.SIGCONT)
+        self.paused = False
+
+    def reset(self) -> None:
+        """Back to a healthy broker for the next test: faults cleared, resumed, running."""
+        self.clear_faults()
+        self.resume()
+        if not self.is_running():
+            self.restart()
+
+    # -- names -----------------------------------------------------------------------------
+
+    def admin(self):
+        """A cached AdminClient talking to the broker directly (never through faults)."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+            self._admin = AdminClient({"bootstrap.servers": self.direct_bootstrap,
+                                       "log_level": 0})
+        return self._admin
+
+    def topic(self, prefix: str = "test", partitions: int = 1,
+              config: dict[str, str] | None = None, timeout_s: float = 10.0) -> str:
+        """Create a topic named ``<prefix>-<random>`` and return its name."""
+        from confluent_kafka.admin import NewTopic
+        name = unique_name(prefix)
+        futures = self.admin().create_topics(
+            [NewTopic(name, partitions, 1, config=dict(config or {}))],
+            operation_timeout=timeout_s)
+        futures[name].result(timeout_s)
+        return name
+
+    def group(self, prefix: str = "group") -> str:
+        return unique_name(prefix)
+
+    def read_all(self, topic: str, *, isolation: str = "read_committed",
+                 timeout_s: float = 10.0) -> list:
+        """Every record of ``topic`` now, read from the broker directly (not through faults);
+        see ``oncelog.testing.assertions.read_all``."""
+        from .assertions import read_all
+        return read_all(self.direct_bootstrap, topic, isolation=isolation, timeout_s=timeout_s)
+
+
+@contextlib.contextmanager
+def broker(data_dir: Path | str | None = None, *, settings: dict[str, str] | None = None,
+           wire_faults: bool = True) -> Iterator[Broker]:
+    """A running broker (and fault proxy) for the ``with`` block; stopped by pid after it.
+
+    ``settings`` are Kafka config names (``{"num.partitions": "3"}``); ``data_dir`` keeps
+    the data where you say (default: a temporary directory, removed afterwards).
+    """
+    started = Broker(Path(data_dir) if data_dir else None, settings=settings,
+                     wire_faults=wire_faults)
+    started.start()
+    try:
+        yield started
+    finally:
+        started.close()

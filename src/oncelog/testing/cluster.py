@@ -1,0 +1,215 @@
+"""A replicated cluster for a user's tests: ZooKeeper and N oncelog brokers on loopback.
+
+``with cluster(brokers=3) as c:`` starts a real ZooKeeper (Java and the ZooKeeper jars
+must be installed) and N broker processes (``oncelog.cluster.local.LocalCluster``), each
+behind its own ``WireProxy``; ``c.bootstrap`` lists the proxies, and each proxy rewrites
+every broker's address to that broker's proxy, so clients follow leaders from broker to
+broker and wire faults (``c.fail_next(...)`` and the rest, shared by all proxies) reach
+whichever broker a request goes to.
+
+Process faults per broker (node ids 1..N): ``kill(n)``, ``restart(n)``, ``pause(n)``,
+``resume(n)``; ``leader_of(topic, partition)`` names the current leader, so
+``c.kill(c.leader_of(topic, 0))`` fails a partition over. Timings are short (2 s ZooKeeper
+sessions and replica lag), so a failover takes seconds.
+
+Without Java or ZooKeeper, ``start()`` raises ``ClusterUnavailable`` with one line saying
+what to install; the pytest fixture fails with that line (it does not skip).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+from ..cluster.local import LocalCluster
+from ..cluster.zookeeper_process import ZooKeeperNotInstalled
+from .broker import FAST_SETTINGS, _track, _untrack, _WireFaultMethods, unique_name
+
+__all__ = ["Cluster", "ClusterUnavailable", "cluster"]
+
+INSTALL_HINT = ("the oncelog_cluster fixture needs Java 17+ and Apache ZooKeeper 3.8: on "
+                "Debian/Ubuntu run `sudo apt-get install default-jre-headless zookeeper`")
+
+CLUSTER_SETTINGS = {
+    **FAST_SETTINGS,
+    "zookeeper.session.timeout.ms": "2000",
+    "replica.lag.time.max.ms": "2000",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "100",
+    "offsets.topic.num.partitions": "3",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+}
+
+
+class ClusterUnavailable(RuntimeError):
+    """Java or ZooKeeper is missing; the message says how to install them."""
+
+
+class Cluster(_WireFaultMethods):
+    def __init__(self, data_dir: Path, brokers: int = 3, *,
+                 settings: dict[str, str] | None = None) -> None:
+        self.local = LocalCluster(Path(data_dir), brokers,
+                                  settings={**CLUSTER_SETTINGS, **(settings or {})})
+        from .wire import WireFaults
+        self.faults = WireFaults()
+        self._addresses: dict[tuple[str, int], tuple[str, int]] = {}
+        self.proxies: dict[int, WireProxy] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(proxy.bootstrap for proxy in self.proxies.values())
+
+    @property
+    def direct_bootstrap(self) -> str:
+        return self.local.bootstrap
+
+    @property
+    def node_ids(self) -> list[int]:
+        return sorted(self.local.brokers)
+
+    def pid(self, node_id: int) -> int | None:
+        return self.local.broker(node_id).pid
+
+    def pids(self) -> list[int]:
+        processes = list(self.local.brokers.values())
+        if self.local.zookeeper is not None:
+            processes.append(self.local.zookeeper)
+        return [process.pid for process in processes if process.pid is not None]
+
+    def start(self, timeout_s: float = 60.0) -> "Cluster":
+        try:
+            self.local.start(timeout_s)
+        except ZooKeeperNotInstalled as error:
+            raise ClusterUnavailable(f"{INSTALL_HINT} ({error})") from None
+        finally:
+            self._track_all()
+        from .wire import WireProxy
+        try:
+            for node_id, process in self.local.brokers.items():
+                proxy = WireProxy(process.bootstrap, faults=self.faults,
+                                  addresses=self._addresses).start()
+                self.proxies[node_id] = proxy
+                self._addresses[(process.host, process.port)] = (
+                    proxy.proxy.listen_host, proxy.proxy.listen_port)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _track_all(self) -> None:
+        for process in [self.local.zookeeper, *self.local.brokers.values()]:
+            if process is not None and process.process is not None:
+                _track(process)
+
+    def close(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.stop()
+        self.local.stop()  # resumes paused brokers, stops brokers, then ZooKeeper
+        for pid in self.pids():
+            _untrack(pid)
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- process faults --------------------------------------------------------------------
+
+    def kill(self, node_id: int) -> None:
+        if self._paused(node_id):
+            self.local.resume(node_id)
+        self.local.kill(node_id)
+
+    def restart(self, node_id: int, timeout_s: float = 30.0) -> None:
+        _untrack(self.pid(node_id))
+        self.local.restart(node_id, timeout_s)
+        _track(self.local.broker(node_id))
+
+    def pause(self, node_id: int) -> None:
+        self.local.pause(node_id)
+
+    def resume(self, node_id: int) -> None:
+        self.local.resume(node_id)
+
+    def is_running(self, node_id: int) -> bool:
+        return self.local.is_running(node_id)
+
+    def _paused(self, node_id: int) -> bool:
+        try:
+            with open(f"/proc/{self.pid(node_id)}/stat") as stat:
+                return stat.read().split(") ", 1)[1][0] == "T"
+        except (OSError, TypeError):
+            return False
+
+    # -- topics and leaders ----------------------------------------------------------------
+
+    def _admin(self):
+        from confluent_kafka.admin import AdminClient
+        running = [n for n in self.node_ids if self.is_running(n) and not self._paused(n)]
+        return AdminClient({"bootstrap.servers": ",".join(
+            self.local.broker(n).bootstrap for n in running), "log_level": 0})
+
+    def topic(self, prefix: str = "test", partitions: int = 1, replication_factor: int = 3,
+              config: dict[str, str] | None = None, timeout_s: float = 30.0) -> str:
+        """Create a topic named ``<prefix>-<random>``, wait until every replica is in sync,
+        and return its name."""
+        from confluent_kafka.admin import NewTopic
+        name = unique_name(prefix)
+        admin = self._admin()
+        admin.create_topics([NewTopic(name, partitions, replication_factor,
+                                      config=dict(config or {}))])[name].result(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            described = admin.list_topics(name, timeout=5).topics.get(name)
+            if described is not None and len(described.partitions) == partitions and all(
+                    p.leader >= 0 and len(p.isrs) == replication_factor
+                    for p in described.partitions.values()):
+                return name
+            time.sleep(0.1)
+        raise TimeoutError(f"topic {name}: replicas not all in sync within {timeout_s:g} s")
+
+    def group(self, prefix: str = "group") -> str:
+        return unique_name(prefix)
+
+    def leader_of(self, topic: str, partition: int = 0, timeout_s: float = 30.0) -> int:
+        """The node id leading ``topic``/``partition`` now, as the running brokers say;
+        waits while there is none (an election in progress)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                described = self._admin().list_topics(topic, timeout=5).topics[topic]
+                leader = described.partitions[partition].leader
+                if leader >= 0 and self.is_running(leader):
+                    return leader
+            except Exception:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"{topic}/{partition} has no running leader after {timeout_s:g} s")
+
+    def read_all(self, topic: str, *, isolation: str = "read_committed",
+                 timeout_s: float = 10.0) -> list:
+        from .assertions import read_all
+        running = [self.local.broker(n).bootstrap for n in self.node_ids if self.is_running(n)]
+        return read_all(",".join(running), topic, isolation=isolation, timeout_s=timeout_s)
+
+
+@contextlib.contextmanager
+def cluster(brokers: int = 3, data_dir: Path | str | None = None, *,
+            settings: dict[str, str] | None = None) -> Iterator[Cluster]:
+    """ZooKeeper and ``brokers`` brokers for the ``with`` block (data in ``data_dir``, or a
+    temporary directory removed afterwards), every process stopped by pid after it."""
+    directory = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="oncelog-cluster-"))
+    started = Cluster(directory, brokers, settings=settings)
+    try:
+        started.start()
+        yield started
+    finally:
+        started.close()
+        if data_dir is None:
+            shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,103 @@
+"""The pytest plugin: oncelog's test kit as fixtures.
+
+Registered through the ``pytest11`` entry point under the name ``oncelog``, so installing
+oncelog is enough (``-p no:oncelog`` turns it off; with plugin autoloading disabled, load it
+with ``-p oncelog.testing.plugin``). Importing it starts nothing: a broker starts the first
+time a test asks for one.
+
+Fixtures:
+
+- ``oncelog_broker`` — a ``Broker`` (``oncelog.testing.broker``): one real broker process
+  for the whole session, behind a fault proxy. After each test its wire faults are
+  cleared, a paused broker resumed and a killed one restarted, so faults never leak into
+  the next test.
+- ``oncelog_topic`` — a factory: ``oncelog_topic("orders", partitions=3)`` creates a topic
+  with a unique name on ``oncelog_broker`` and returns the name.
+- ``oncelog_group`` — a factory of unique consumer-group ids.
+- ``oncelog_cluster`` — a ``Cluster`` (ZooKeeper and 3 brokers) for the test; fails with
+  one line saying what to install when Java or ZooKeeper is missing.
+- ``oncelog_spark`` — a local SparkSession (session-scoped) with the ``oncelog`` source.
+
+Every process is stopped by pid in the fixture's finalizer, whatever the test did, and at
+interpreter exit (``atexit``) if a run is interrupted before its finalizers.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+# Nothing of the kit is imported here but inside the fixtures: this module is loaded by every
+# pytest run in an environment where oncelog is installed.
+
+
+@pytest.fixture(scope="session")
+def oncelog_broker_session(tmp_path_factory):
+    """The session's broker; tests use ``oncelog_broker``, which also resets it after them."""
+    from .broker import Broker
+    started = Broker(tmp_path_factory.mktemp("oncelog-broker")).start()
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture
+def oncelog_broker(oncelog_broker_session):
+    oncelog_broker_session.reset()  # a previous test may have left it killed
+    yield oncelog_broker_session
+    oncelog_broker_session.reset()
+
+
+@pytest.fixture
+def oncelog_topic(oncelog_broker, request):
+    """``oncelog_topic(prefix=<test name>, partitions=1, config=None) -> name``."""
+    default_prefix = _safe(request.node.name)
+
+    def create(prefix: str | None = None, partitions: int = 1,
+               config: dict[str, str] | None = None) -> str:
+        return oncelog_broker.topic(prefix or default_prefix, partitions, config)
+
+    return create
+
+
+@pytest.fixture
+def oncelog_group(request):
+    """``oncelog_group(prefix=<test name>) -> a unique consumer group id``."""
+    from .broker import unique_name
+    default_prefix = _safe(request.node.name)
+    return lambda prefix=None: unique_name(prefix or default_prefix)
+
+
+@pytest.fixture
+def oncelog_cluster(tmp_path_factory):
+    """ZooKeeper and 3 brokers for this test (a cluster takes seconds to start, and its
+    faults - killed brokers, elections - are hard to undo, so it is not shared)."""
+    from .cluster import Cluster, ClusterUnavailable
+    started = Cluster(tmp_path_factory.mktemp("oncelog-cluster"), brokers=3)
+    try:
+        try:
+            started.start()
+        except ClusterUnavailable as error:
+            pytest.fail(str(error), pytrace=False)
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture(scope="session")
+def oncelog_spark():
+    from .spark import SparkUnavailable, local_spark_session
+    try:
+        session = local_spark_session()
+    except SparkUnavailable as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def _safe(name: str) -> str:
+    """A test name as a topic-name prefix: Kafka allows [a-zA-Z0-9._-], at most 249 chars."""
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
+    return cleaned.strip("-")[:80] or "test"
