@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from oncelog.testing import DeliveryError, assert_delivered, read_all
+import sqlite3
+
+from oncelog.testing import DeliveryError, assert_delivered, read_all, read_table
 
 SENT = ["a", "b", "c", "d"]
 
@@ -44,6 +46,27 @@ def test_each_semantics_contract(semantics, actual, kept):
 
 def test_unacknowledged_ids_may_be_missing():
     assert_delivered(SENT, ["a", "b", "c"], acknowledged=["a", "b", "c"])
+
+
+def test_an_aborted_record_delivered_is_an_aborted_read():
+    assert assert_delivered(SENT, ["a", "c"], semantics="transactional",
+                            aborted=["b", "d"]).contract_kept
+    with pytest.raises(DeliveryError) as caught:
+        assert_delivered(SENT, ["a", "b", "c"], semantics="transactional", aborted=["b", "d"])
+    assert caught.value.result.count("aborted_reads") == 1
+    assert "aborted" in str(caught.value)
+    with pytest.raises(ValueError, match="aborted= goes with semantics='transactional'"):
+        assert_delivered(SENT, SENT, aborted=["b"])
+
+
+def test_read_table_gives_a_sink_tables_ids_in_insertion_order(tmp_path):
+    with sqlite3.connect(tmp_path / "sink.db") as db:
+        db.execute("CREATE TABLE orders (id TEXT, amount INTEGER)")
+        db.executemany("INSERT INTO orders VALUES (?, ?)", [("b", 1), ("a", 2), ("b", 3)])
+    ids = read_table(f"sqlite:///{tmp_path / 'sink.db'}", "orders")
+    assert ids == ["b", "a", "b"]
+    with pytest.raises(DeliveryError, match="delivered more than once"):
+        assert_delivered(["b", "a"], ids)
 
 
 def test_unknown_semantics_is_one_clear_error():

@@ -33,6 +33,7 @@ from .cluster import Cluster, ClusterUnavailable, cluster
 
 _EXPORTS = {
     "DeliveryError": "assertions", "assert_delivered": "assertions", "read_all": "assertions",
+    "read_table": "assertions",
     "UnknownName": "wire", "WireFault": "wire", "WireFaults": "wire", "WireProxy": "wire",
     "proxy": "wire",
 }

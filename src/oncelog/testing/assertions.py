@@ -17,7 +17,12 @@ so a failure prints the same lost / duplicated / reordered report ``oncelog veri
 
 The contracts are the checker's: at-most-once forbids duplicates; at-least-once forbids
 losses; exactly-once forbids losses, duplicates and reordering. Anything delivered that was
-never sent is always a failure.
+never sent is always a failure. For a transactional producer, ``semantics="transactional"``
+with ``aborted`` (the ids of the transactions it aborted) also fails on every aborted record
+delivered - the report's "aborted reads", as ``oncelog verify --semantics transactional``.
+
+``read_table(url, table)`` reads the ids a sink table holds (``sqlite:///path.db`` or
+``postgresql://...``, the sinks' URLs), in insertion order, for ``assert_delivered``.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ from typing import Any, Callable, Iterable
 
 from ..client.reader import ConsumedRecord, read_topic
 from ..verify.checker import CheckResult, check
-from ..verify.history import Acknowledged, Delivered, History, Produced, decode_value
+from ..verify.history import (Acknowledged, Delivered, History, Produced, Transaction,
+                              decode_value)
 
-__all__ = ["DeliveryError", "assert_delivered", "delivery_report", "read_all"]
+__all__ = ["DeliveryError", "assert_delivered", "delivery_report", "read_all", "read_table"]
 
 _PRODUCER = "sent"
 
@@ -69,7 +75,7 @@ def default_id_of(item: Any) -> str:
 
 def _history(expected_ids: Iterable[str], actual: Iterable[Any],
              acknowledged: Iterable[str] | None,
-             id_of: Callable[[Any], str]) -> History:
+             id_of: Callable[[Any], str], aborted: Iterable[str] | None = None) -> History:
     history = History()
     expected = list(expected_ids)
     acked = set(expected if acknowledged is None else acknowledged)
@@ -77,6 +83,12 @@ def _history(expected_ids: Iterable[str], actual: Iterable[Any],
         history.append(Produced(id, _PRODUCER, seq, None, 0.0))
         if id in acked:
             history.append(Acknowledged(id, "", 0, None, 0.0))
+    if aborted is not None:  # one committed transaction, one aborted: what the checker needs
+        thrown = set(aborted)
+        history.append(Transaction(_PRODUCER, 0, [i for i in expected if i not in thrown],
+                                   "committed", 0.0))
+        history.append(Transaction(_PRODUCER, 1, [i for i in expected if i in thrown],
+                                   "aborted", 0.0))
     for index, item in enumerate(actual):
         topic, partition, offset = _where(item)
         position = offset if offset is not None and offset >= 0 else index
@@ -110,12 +122,32 @@ def delivery_report(result: CheckResult) -> str:
 def assert_delivered(expected_ids: Iterable[str], actual: Iterable[Any], *,
                      semantics: str = "exactly-once",
                      acknowledged: Iterable[str] | None = None,
+                     aborted: Iterable[str] | None = None,
                      id_of: Callable[[Any], str] = default_id_of) -> CheckResult:
     """Raise ``DeliveryError`` with the verifier's report unless ``actual`` keeps
-    ``semantics``' contract for ``expected_ids``; return the checker's result otherwise."""
-    result = check(_history(expected_ids, actual, acknowledged, id_of), semantics)
+    ``semantics``' contract for ``expected_ids``; return the checker's result otherwise.
+    ``aborted`` (with ``semantics="transactional"``): the ids whose transaction was aborted;
+    every other id counts as committed."""
+    if (aborted is None) != (semantics.replace("-", "_") != "transactional"):
+        raise ValueError("aborted= goes with semantics='transactional', and it needs it")
+    result = check(_history(expected_ids, actual, acknowledged, id_of, aborted), semantics)
     if not result.contract_kept:
         raise DeliveryError(f"{result.semantics.replace('_', '-')} broken: "
                             f"{'; '.join(result.violations)}\n{delivery_report(result)}",
                             result)
     return result
+
+
+def read_table(url: str, table: str, *, id_column: str = "id",
+               order_by: str | None = None) -> list[str]:
+    """The ids in ``table`` of the database at ``url`` (a sink's URL), ordered by
+    ``order_by`` (default: insertion order - SQLite's rowid, PostgreSQL's ctid is not one, so
+    give a column there), for ``assert_delivered``."""
+    from ..spark.sinks import open_database
+    from ..spark.sinks.errors import quote_identifier
+    with open_database(url) as db:
+        order = quote_identifier(order_by) if order_by else (
+            "rowid" if db.location.dialect.name == "sqlite" else None)
+        sql = f"SELECT {quote_identifier(id_column)} FROM {quote_identifier(table)}"
+        rows = db.execute(sql + (f" ORDER BY {order}" if order else "")).fetchall()
+    return [str(row[0]) for row in rows]
