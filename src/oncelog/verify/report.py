@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .checker import CONTRACTS, CheckResult
+from .landing import describe_window
 from .schedule import FaultSchedule
 
 __all__ = ["ChartUnavailable", "print_report", "render_table", "results_document",
@@ -127,7 +128,7 @@ def _short(outcome) -> str:
             if detail.get(key) is not None:
                 facts.append(f"{label} {detail[key]:.1f} s")
         if detail.get("window"):
-            facts.append(str(detail["window"].get("short", "")))
+            facts.append(describe_window(detail["window"]))
     return f"{outcome.name} {at:.1f} s ({', '.join(fact for fact in facts if fact)})"
 
 
