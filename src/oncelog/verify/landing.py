@@ -43,8 +43,8 @@ class FaultOutcome:
     detail: dict[str, Any] = field(default_factory=dict)   # pid, down_s, dropped, window, ...
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "at_s": self.at_s, "elapsed_s": self.elapsed_s,
-                "landed": self.landed, "effect": self.effect, **self.detail}
+        return {**self.detail, "name": self.name, "at_s": self.at_s,
+                "elapsed_s": self.elapsed_s, "landed": self.landed, "effect": self.effect}
 
 
 def fault_outcomes(events: Sequence[FaultEvent], planned: Iterable[Any] = (), *,
@@ -122,7 +122,7 @@ def _outcome(inject: FaultEvent, heal: FaultEvent | None,
     effect = f"kill -9 of {target} (pid {pid})"
     if done.get("landed"):
         effect += f"; {done['landed']}"
-        detail["landed"] = done["landed"]
+        detail["where"] = done["landed"]  # where in its work the kill hit it
     if done.get("window"):
         detail["window"] = done["window"]
         effect += f"; {describe_window(done['window'])}"
