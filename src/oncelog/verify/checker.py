@@ -396,10 +396,6 @@ def _warnings(history: History, result: CheckResult) -> list[str]:
     if result.semantics == TRANSACTIONAL and result.produced and \
             not result.transactions.get("aborted"):
         warnings.append("no transaction was aborted: 'no aborted reads' proves nothing")
-    for outcome in result.fault_outcomes or ():
-        if not outcome.landed and result.faults_landed:  # all missed: inconclusive says so
-            warnings.append(f"{outcome.name} at {outcome.at_s:g} s did not land: "
-                            f"{outcome.effect}")
     if history.torn_lines:
         warnings.append(f"{history.torn_lines} torn history line(s) skipped "
                         "(a process was killed mid-write)")

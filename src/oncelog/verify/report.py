@@ -102,7 +102,7 @@ def _caption(results: Sequence[CheckResult], schedule: FaultSchedule | None) -> 
         lines = [f"{length}; faults that happened:"]
         for result in results:
             landed = ", ".join(_short(outcome) for outcome in result.faults_landed)
-            missed = ", ".join(f"{outcome.name} {outcome.at_s:g} s"
+            missed = ", ".join(f"{outcome.name} {_at(outcome)}"
                                for outcome in result.fault_outcomes if not outcome.landed)
             line = f"{prose(result.semantics)}: {landed or 'none landed'}"
             lines.append(line + (f"; did not land: {missed}" if missed else ""))
@@ -116,9 +116,15 @@ def _caption(results: Sequence[CheckResult], schedule: FaultSchedule | None) -> 
     return f"{schedule.duration_s:g} s run; faults planned: {faults}"
 
 
+def _at(outcome) -> str:
+    """When it happened (shift included), or when it was planned if it never did."""
+    if outcome.elapsed_s is None:
+        return f"{outcome.at_s:g} s (planned)"
+    return f"{outcome.elapsed_s:.1f} s"
+
+
 def _short(outcome) -> str:
     """``kill-consumer 5.1 s (pid 123, down 1.4 s)``, ``drop-acks 9 s (37 dropped)``."""
-    at = outcome.elapsed_s if outcome.elapsed_s is not None else outcome.at_s
     detail = outcome.detail
     if outcome.name == "drop-acks":
         facts = [f"{detail.get('dropped')} dropped"]
@@ -129,7 +135,7 @@ def _short(outcome) -> str:
                 facts.append(f"{label} {detail[key]:.1f} s")
         if detail.get("window"):
             facts.append(describe_window(detail["window"]))
-    return f"{outcome.name} {at:.1f} s ({', '.join(fact for fact in facts if fact)})"
+    return f"{outcome.name} {_at(outcome)} ({', '.join(fact for fact in facts if fact)})"
 
 
 def print_report(results: Sequence[CheckResult], *, console: Console | None = None,
@@ -158,11 +164,9 @@ def print_report(results: Sequence[CheckResult], *, console: Console | None = No
                           + (f"caught, {caught} {anomaly} record(s)" if caught else
                              "[bold red]NOT caught[/bold red]"), highlight=False)
         for outcome in result.fault_outcomes or ():
-            at = f"{outcome.elapsed_s:.1f} s" if outcome.elapsed_s is not None else \
-                f"{outcome.at_s:g} s (planned)"
             mark = "landed" if outcome.landed else "[yellow]did not land[/yellow]"
-            console.print(f"  {name}: {outcome.name} at {at} {mark}: {outcome.effect}",
-                          highlight=False)
+            console.print(f"  {name}: {outcome.name} at {_at(outcome)} {mark}: "
+                          f"{outcome.effect}", highlight=False)
         if result.transactions:
             counts = result.transactions
             console.print(f"  {name}: transactions {counts['committed']} committed, "
