@@ -70,6 +70,10 @@ def test_the_negative_control_read_uncommitted_shows_the_aborted_reads(tmp_path)
         run.explain()
     assert any("negative control" in w for w in result["warnings"]), run.explain()
     assert run.result["scenario"]["isolation"] == "read_uncommitted"
+    # --isolation read_uncommitted is an alias of --control aborted-reads
+    assert run.result["scenario"]["control"] == "aborted-reads", run.explain()
+    assert result["control"] == "aborted_reads" and result["verdict"] == "broken"
+    assert "negative control aborted reads: caught" in run.stdout, run.explain()
     assert "✘ transactional" in run.stdout, run.explain()
 
 

@@ -1,8 +1,11 @@
 """``oncelog verify``: prove the delivery guarantees under faults (docs/verifier.md).
 
-Exit status: 0 every contract kept; 1 a contract broken; 2 bad input (nothing ran);
-3 the run could not complete or proved nothing (nothing acknowledged or delivered);
-130 interrupted (every process the run started is stopped first).
+Exit status: 0 every contract kept (and each semantics' faults landed); 1 a contract broken
+(a negative control caught, too); 2 bad input (nothing ran); 3 inconclusive: nothing broken,
+but a semantics proved nothing (none of its faults landed, nothing was acknowledged or
+delivered, or a negative control showed nothing); 4 the run could not complete (a process
+would not start or restart); 130 interrupted (every process the run started is stopped
+first).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import click
 from . import main
 from .common import Failure
 
-EXIT_BROKEN, EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_INTERRUPTED = 1, 2, 3, 130
+EXIT_BROKEN, EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_RUN_FAILED = 1, 2, 3, 4
+EXIT_INTERRUPTED = 130
 
 
 class BadInputFailure(Failure):
@@ -26,16 +30,22 @@ class RunFailure(Failure):
     exit_code = EXIT_RUN_FAILED
 
 
+class InconclusiveFailure(Failure):
+    exit_code = EXIT_INCONCLUSIVE
+
+
 @main.command()
-@click.option("--semantics", "-s", default="all", show_default=True,
+@click.option("--semantics", "-s", default=None,
               metavar="at-most-once|at-least-once|exactly-once|transactional|all",
               help="Which semantics to verify (a comma-separated list works too); all is "
-                   "the three guarantees, transactional is asked for by name.")
-@click.option("--faults", "-f", default="kill-broker,kill-consumer,kill-driver,drop-acks",
-              show_default=True, metavar="LIST",
+                   "the three guarantees, transactional is asked for by name "
+                   "[default: all, or the --control's semantics].")
+@click.option("--faults", "-f", default=None, metavar="LIST",
               help="Faults to inject: kill-broker, kill-consumer, kill-driver, drop-acks, "
                    "and with --brokers 2 or more kill-leader, pause-broker "
-                   "(comma-separated), or none.")
+                   "(comma-separated), or none: a plain run, reported as such "
+                   "[default: kill-broker,kill-consumer,kill-driver,drop-acks, or the "
+                   "--control's faults].")
 @click.option("--duration", "duration_s", type=float, default=45.0, show_default=True,
               metavar="S", help="Seconds of workload per semantics.")
 @click.option("--seed", type=int, default=None, metavar="N",
@@ -63,22 +73,29 @@ class RunFailure(Failure):
 @click.option("--drain-timeout", "drain_timeout_s", type=float, default=120.0,
               show_default=True, metavar="S",
               help="After the workload, how long to wait for the sink to catch up.")
+@click.option("--control", type=click.Choice(["lost", "duplicated", "reordered",
+                                             "aborted-reads"]), default=None,
+              help="Run a negative control: a deliberately broken configuration the checker "
+                   "must catch (exit 1). lost: at-least-once delivered by the at-most-once "
+                   "consumer under kill-consumer; duplicated: exactly-once delivered by the "
+                   "at-least-once consumer under kill-consumer; reordered: exactly-once "
+                   "produced without idempotence, 5 requests in flight, under drop-acks; "
+                   "aborted-reads: transactional read with read_uncommitted.")
 @click.option("--exactly-once-stage",
               type=click.Choice(["pipeline", "transform", "at-least-once-consumer"]),
               default="pipeline", show_default=True,
               help="What delivers the exactly-once run: the Spark pipeline, or a Kafka "
                    "consume-transform-produce worker into an output topic read with "
-                   "read_committed. at-least-once-consumer is a deliberately broken "
-                   "configuration, to see the verifier catch it.")
+                   "read_committed. at-least-once-consumer is --control duplicated.")
 @click.option("--abort-probability", type=float, default=0.2, show_default=True, metavar="P",
               help="Transactional: the chance that a producer aborts a transaction.")
 @click.option("--isolation", type=click.Choice(["read_committed", "read_uncommitted"]),
               default="read_committed", show_default=True,
-              help="Transactional: how the run is read. read_uncommitted is the negative "
-                   "control: the checker must report aborted reads.")
+              help="Transactional: how the run is read. read_uncommitted is --control "
+                   "aborted-reads.")
 def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, out_dir, rate,
-           producers, partitions, drain_timeout_s, exactly_once_stage, abort_probability,
-           isolation) -> None:
+           producers, partitions, drain_timeout_s, control, exactly_once_stage,
+           abort_probability, isolation) -> None:
     """Run producers, a broker and a consumer or the PySpark pipeline under seeded faults,
     then report what was lost, duplicated or reordered per semantics."""
     from rich.console import Console
@@ -95,7 +112,7 @@ def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, ou
             out_dir=out_dir, bootstrap=bootstrap, brokers=brokers, sink=sink_url, rate=rate,
             producers=producers, partitions=partitions, drain_timeout_s=drain_timeout_s,
             exactly_once_stage=exactly_once_stage, abort_probability=abort_probability,
-            isolation=isolation)
+            isolation=isolation, control=control)
         schedule = preflight(scenario)
     except BadInput as error:
         raise BadInputFailure(str(error)) from None
@@ -106,11 +123,16 @@ def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, ou
              f"{scenario.replication_factor}" if scenario.is_cluster else "")
     console.print(f"[bold]oncelog verify[/]: {names}; {scenario.duration_s:g} s each; "
                   f"seed {seed}{where}; output in {out_dir}")
+    if scenario.control:
+        console.print(f"  negative control {scenario.control}: a deliberately broken "
+                      "configuration; the checker must catch it", highlight=False)
+    if len(schedule):
+        console.print("  planned faults (what each one did is reported at the end):")
     for fault in schedule:
         console.print(f"  {fault.at_s:7.3f} s  {fault.name:<13} for "
                       f"{fault.params.get('duration_s', 0):g} s", highlight=False)
     if not len(schedule):
-        console.print("  no faults")
+        console.print("  no faults requested: a plain run")
     try:
         outcome = Runner(scenario, schedule, console=console).run()
     except KeyboardInterrupt:
@@ -128,8 +150,8 @@ def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, ou
     console.print(f"result {written['result']}, chart {written['chart']}, "
                   f"histories in {out_dir / 'history'}; took {outcome.wall_time_s:g} s",
                   highlight=False)
-    if not outcome.contracts_kept:
+    if outcome.verdict == "broken":
         sys.exit(EXIT_BROKEN)
-    if outcome.proved_nothing:
-        raise RunFailure(f"the run proved nothing for {', '.join(outcome.proved_nothing)}: "
-                         f"nothing was acknowledged or nothing delivered (seed {seed})")
+    if outcome.verdict == "inconclusive":
+        raise InconclusiveFailure(f"inconclusive: the run proved nothing for "
+                                  f"{', '.join(outcome.inconclusive)} (seed {seed})")

@@ -64,6 +64,14 @@ per-partition order only to an idempotent producer (or ``max.in.flight.requests.
 without idempotence, so a retried batch may land after a later one. The exactly-once preset
 is idempotent, so its order is part of its contract.
 
+**Verdict** (``CheckResult.verdict``): ``broken`` when an anomaly breaks the contract;
+otherwise ``inconclusive`` when the run proved nothing - nothing produced, acknowledged or
+delivered; faults were planned and none of them landed (``landing.py``: nothing dropped, a
+kill of a process that was not running, a fault never injected); or a negative control
+(``control``) did not show its anomaly - and ``kept`` only when none of that holds. A run
+with no faults planned (``--faults none``) is a plain run: ``kept`` if clean, its report
+saying that no fault was requested.
+
 Informational (never a violation): ``unacknowledged_delivered`` (delivered although the
 producer never saw an acknowledgement: a dropped ack), ``failed_delivered`` (delivered
 although the producer saw an error: librdkafka's errors after retries, e.g. a message
@@ -75,12 +83,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from .history import Delivered, FaultEvent, History, record_to_dict
+from .landing import FaultOutcome, fault_outcomes
 
-__all__ = ["ALL_SEMANTICS", "CONTRACTS", "SEMANTICS", "TRANSACTIONAL", "CheckResult", "Reorder",
-           "check", "normalize_semantics"]
+__all__ = ["ALL_SEMANTICS", "ANOMALIES", "CONTRACTS", "SEMANTICS", "TRANSACTIONAL", "VERDICTS",
+           "CheckResult", "Reorder", "check", "normalize_semantics"]
 
 SEMANTICS = ("at_most_once", "at_least_once", "exactly_once")   # what "all" means
 TRANSACTIONAL = "transactional"
@@ -93,6 +102,11 @@ CONTRACTS: dict[str, tuple[str, ...]] = {
     "transactional": ("aborted_reads", "uncommitted_reads", "lost", "duplicated", "reordered",
                       "unexpected"),
 }
+
+
+ANOMALIES = ("lost", "duplicated", "reordered", "unexpected", "aborted_reads",
+             "uncommitted_reads")
+VERDICTS = ("kept", "broken", "inconclusive")
 
 
 def normalize_semantics(semantics: str) -> str:
@@ -133,6 +147,48 @@ class CheckResult:
     uncommitted_reads: list[str] = field(default_factory=list)
     transactions: dict[str, int] = field(default_factory=dict)  # outcome -> transactions
     aborted_records: int = 0
+    # what the faults did (landing.py); None: not judged (no schedule was given to check)
+    fault_outcomes: list[FaultOutcome] | None = None
+    control: str | None = None          # a negative control: the anomaly it must show
+
+    @property
+    def faults_requested(self) -> bool | None:
+        return None if self.fault_outcomes is None else bool(self.fault_outcomes)
+
+    @property
+    def faults_landed(self) -> list[FaultOutcome]:
+        return [outcome for outcome in self.fault_outcomes or () if outcome.landed]
+
+    @property
+    def inconclusive_because(self) -> str | None:
+        """Why a run with no broken promise still proved nothing (None: it proved
+        something, or it broke its contract)."""
+        if self.violations:
+            return None
+        if self.control is not None and not self.count(self.control):
+            return (f"the negative control showed no {self.control.replace('_', ' ')} "
+                    "record: the broken configuration was not caught")
+        if self.produced == 0:
+            return "nothing was produced"
+        if self.acknowledged == 0:
+            return "nothing was acknowledged"
+        if self.delivered == 0:
+            return "nothing produced was delivered"
+        if self.fault_outcomes and not self.faults_landed:
+            return "no fault landed: " + "; ".join(
+                f"{outcome.name} at {outcome.at_s:g} s {outcome.effect}"
+                for outcome in self.fault_outcomes)
+        return None
+
+    @property
+    def verdict(self) -> str:
+        """``broken`` (an anomaly its contract forbids), ``inconclusive`` (nothing broken,
+        but nothing proved: see ``inconclusive_because``) or ``kept``. With no faults
+        requested (``--faults none``) a clean run is ``kept``: a plain run, and its report
+        says that no fault was requested."""
+        if self.violations:
+            return "broken"
+        return "inconclusive" if self.inconclusive_because else "kept"
 
     @property
     def duplicate_copies(self) -> int:
@@ -176,6 +232,8 @@ class CheckResult:
             "semantics": self.semantics,
             "contract": list(CONTRACTS[self.semantics]),
             "contract_kept": self.contract_kept,
+            "verdict": self.verdict,
+            "inconclusive_because": self.inconclusive_because,
             "violations": self.violations,
             "counts": {
                 "produced": self.produced, "acknowledged": self.acknowledged,
@@ -201,6 +259,12 @@ class CheckResult:
             "faults": [record_to_dict(event) for event in self.faults],
             "warnings": list(self.warnings),
         }
+        if self.fault_outcomes is not None:
+            document["faults_requested"] = self.faults_requested
+            document["faults_landed"] = len(self.faults_landed)
+            document["fault_outcomes"] = [outcome.to_dict() for outcome in self.fault_outcomes]
+        if self.control is not None:
+            document["control"] = self.control
         if self.semantics == TRANSACTIONAL:
             document["counts"].update(aborted_reads=len(self.aborted_reads),
                                       uncommitted_reads=len(self.uncommitted_reads),
@@ -211,9 +275,17 @@ class CheckResult:
         return document
 
 
-def check(history: History, semantics: str) -> CheckResult:
-    """Compare what producers saw acknowledged with what was delivered, for one run."""
+def check(history: History, semantics: str, *, planned: Iterable[Any] | None = None,
+          control: str | None = None) -> CheckResult:
+    """Compare what producers saw acknowledged with what was delivered, for one run.
+
+    ``planned``: the faults the run was given (``ScheduledFault``s, empty for none); with
+    it, the result says what each one did (``fault_outcomes``) and whether the run proved
+    anything (``verdict``). ``control``: the run is a negative control that must show this
+    anomaly (``scenario.CONTROLS``)."""
     semantics = normalize_semantics(semantics)
+    if control is not None and control not in ANOMALIES:
+        raise ValueError(f"unknown anomaly {control!r} for a negative control")
     produced = {record.id: record for record in history.produced}
     acknowledged = {record.id for record in history.acknowledged}
     outcomes: dict[str, str] = {}
@@ -254,6 +326,11 @@ def check(history: History, semantics: str) -> CheckResult:
                                          if outcomes[id] == "uncommitted")
         result.transactions = _transaction_outcomes(history)
         result.aborted_records = sum(1 for outcome in outcomes.values() if outcome == "aborted")
+    if planned is not None:
+        result.fault_outcomes = fault_outcomes(
+            history.faults, planned,
+            acknowledged_times=[record.time for record in history.acknowledged])
+    result.control = control
     result.warnings = _warnings(history, result)
     return result
 

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .history import FaultEvent
+from .landing import describe_window
 
 __all__ = ["HistoryTally", "ProgressView", "describe_event"]
 
@@ -59,6 +60,8 @@ def describe_event(semantics: str, event: FaultEvent) -> str:
         text += f" (waited {detail.pop('waited_s'):g} s for its target to recover)"
     for key in ("at_s", "took_s", "delay_s", "waited_s"):
         detail.pop(key, None)
+    if isinstance(detail.get("window"), dict):  # where a copy-job kill landed
+        detail["window"] = describe_window(detail["window"])
     if detail:
         text += ": " + ", ".join(f"{key.replace('_', ' ')} {value}"
                                  for key, value in detail.items())

@@ -8,6 +8,10 @@ seed, can:
   default). With ``drop_mode="close"`` the proxy then cuts the connection, so the client
   notices at once and retries (what a broken network looks like to it); with
   ``"silent"`` it only swallows the response and the client waits for its request timeout;
+  with ``"request"`` it swallows the *request* instead (never forwarded: the broker never
+  writes it, while later requests on the connection are written), and the client's retry
+  after its request timeout lands behind them - what a retriable error on one request of
+  several in flight does (the reordered control's fault, ``scenario.CONTROLS``);
 - **delay** traffic in both directions (``delay_ms``);
 - **cut** a connection before a request is forwarded (``cut_rate``): nothing was done.
 
@@ -47,14 +51,15 @@ _ADDRESS_APIS = {ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUST
 class FaultRules:
     drop_response_rate: float = 0.0
     drop_api_keys: frozenset[int] = frozenset({ApiKey.PRODUCE})
-    drop_mode: str = "close"  # or "silent"
+    drop_mode: str = "close"  # or "silent", or "request"
     delay_ms: float = 0.0
     cut_rate: float = 0.0
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.drop_mode not in ("close", "silent"):
-            raise ValueError(f"drop_mode must be 'close' or 'silent', not {self.drop_mode!r}")
+        if self.drop_mode not in ("close", "silent", "request"):
+            raise ValueError(f"drop_mode must be 'close', 'silent' or 'request', not "
+                             f"{self.drop_mode!r}")
         for name in ("drop_response_rate", "cut_rate"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
@@ -65,6 +70,7 @@ class ProxyStats:
     connections: int = 0
     requests: int = 0
     dropped_responses: int = 0
+    dropped_requests: int = 0   # drop_mode "request": counted in dropped_responses too
     cut_connections: int = 0
     rewritten_responses: int = 0
     dropped_by_api: dict[int, int] = field(default_factory=dict)
@@ -155,6 +161,13 @@ class FaultProxy:
                         return
                     drop = (self.enabled and api_key in self.rules.drop_api_keys
                             and self.random.random() < self.rules.drop_response_rate)
+                    if drop and self.rules.drop_mode == "request":
+                        # never forwarded: no response will come for it either
+                        self.stats.dropped_requests += 1
+                        self.stats.dropped_responses += 1
+                        self.stats.dropped_by_api[api_key] = \
+                            self.stats.dropped_by_api.get(api_key, 0) + 1
+                        continue
                     pending[correlation_id] = (api_key, version, drop)
                 upstream_writer.write(frame)
                 await upstream_writer.drain()
@@ -311,8 +324,8 @@ class ProxyGroup:
     def stats(self) -> ProxyStats:
         total = ProxyStats()
         for proxy in self.proxies:
-            for name in ("connections", "requests", "dropped_responses", "cut_connections",
-                         "rewritten_responses"):
+            for name in ("connections", "requests", "dropped_responses", "dropped_requests",
+                         "cut_connections", "rewritten_responses"):
                 setattr(total, name, getattr(total, name) + getattr(proxy.stats, name))
             for api_key, count in proxy.stats.dropped_by_api.items():
                 total.dropped_by_api[api_key] = total.dropped_by_api.get(api_key, 0) + count

@@ -2,9 +2,11 @@
 
 The JSON document (``write_json``) is the run's record: the seed and the fault schedule
 (``FaultSchedule.from_dict(document["schedule"])`` restores it, and the seed alone
-regenerates it), then per semantics every count, whether the contract was kept and why not,
-and up to ``sample_size`` ids of each anomaly. matplotlib is imported only by
-``write_chart`` (the ``verify`` extra), and only through its object-oriented API with the
+regenerates it), then per semantics every count, the verdict (kept, broken or inconclusive)
+and why, what each fault did (``fault_outcomes``), and up to ``sample_size`` ids of each
+anomaly. The table's verdict is ✔ only for a run that kept its contract *and* proved
+something (``CheckResult.verdict``); its caption lists the faults that happened.
+matplotlib is imported only by ``write_chart`` (the ``verify`` extra), and only through its object-oriented API with the
 Agg canvas: no pyplot, no global backend switch, no display needed.
 """
 
@@ -20,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .checker import CONTRACTS, CheckResult
+from .landing import describe_window
 from .schedule import FaultSchedule
 
 __all__ = ["ChartUnavailable", "print_report", "render_table", "results_document",
@@ -29,6 +32,10 @@ FORMAT_VERSION = 1
 CHART_BARS = ("delivered", "lost", "duplicated", "reordered", "unexpected")
 _COLOURS = {"delivered": "#4c78a8", "lost": "#e45756", "duplicated": "#f58518",
             "reordered": "#b279a2", "unexpected": "#222222"}
+
+
+_CHART_VERDICTS = {"kept": "contract kept", "broken": "CONTRACT BROKEN",
+                   "inconclusive": "inconclusive"}
 
 
 class ChartUnavailable(RuntimeError):
@@ -67,28 +74,68 @@ def render_table(results: Sequence[CheckResult], *, seed: int | None = None,
         anomalies.append("unexpected")
     if any(result.semantics == "transactional" for result in results):
         anomalies += ["aborted_reads", "uncommitted_reads"]
-    table = Table(title=title, caption=_caption(schedule), caption_justify="left",
+    table = Table(title=title, caption=_caption(results, schedule), caption_justify="left",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     table.add_column("semantics", no_wrap=True)
     for column in ("produced", "acked", "delivered", *anomalies):
         table.add_column(_HEADERS.get(column, column), justify="right", no_wrap=True)
     table.add_column("contract", justify="center", no_wrap=True)
     for result in results:
-        verdict = "[green]✔[/green]" if result.contract_kept else "[bold red]✘[/bold red]"
+        verdict = _VERDICT_CELLS[result.verdict]
         table.add_row(prose(result.semantics), str(result.produced), str(result.acknowledged),
                       str(result.delivered),
                       *(_anomaly_cell(result, anomaly) for anomaly in anomalies), verdict)
     return table
 
 
-def _caption(schedule: FaultSchedule | None) -> str | None:
+_VERDICT_CELLS = {"kept": "[green]✔[/green]", "broken": "[bold red]✘[/bold red]",
+                  "inconclusive": "[yellow]inconclusive[/yellow]"}
+
+
+def _caption(results: Sequence[CheckResult], schedule: FaultSchedule | None) -> str | None:
+    """The faults that happened, per semantics (what landed, and what did not); the planned
+    schedule only for results that do not say what their faults did."""
+    if results and all(result.fault_outcomes is not None for result in results):
+        length = f"{schedule.duration_s:g} s run" if schedule is not None else "run"
+        if not any(result.fault_outcomes for result in results):
+            return f"{length}; no faults requested (--faults none): a plain run"
+        lines = [f"{length}; faults that happened:"]
+        for result in results:
+            landed = ", ".join(_short(outcome) for outcome in result.faults_landed)
+            missed = ", ".join(f"{outcome.name} {_at(outcome)}"
+                               for outcome in result.fault_outcomes if not outcome.landed)
+            line = f"{prose(result.semantics)}: {landed or 'none landed'}"
+            lines.append(line + (f"; did not land: {missed}" if missed else ""))
+        return "\n".join(lines)
     if schedule is None:
         return None
     if not schedule.faults:
         return f"no faults, {schedule.duration_s:g} s"
     faults = ", ".join(f"{fault.name} {fault.at_s:g}-{fault.heal_at_s:g} s"
                        for fault in schedule.faults)
-    return f"{schedule.duration_s:g} s run; faults: {faults}"
+    return f"{schedule.duration_s:g} s run; faults planned: {faults}"
+
+
+def _at(outcome) -> str:
+    """When it happened (shift included), or when it was planned if it never did."""
+    if outcome.elapsed_s is None:
+        return f"{outcome.at_s:g} s (planned)"
+    return f"{outcome.elapsed_s:.1f} s"
+
+
+def _short(outcome) -> str:
+    """``kill-consumer 5.1 s (pid 123, down 1.4 s)``, ``drop-acks 9 s (37 dropped)``."""
+    detail = outcome.detail
+    if outcome.name == "drop-acks":
+        facts = [f"{detail.get('dropped')} dropped"]
+    else:
+        facts = [f"pid {detail.get('pid')}"]
+        for key, label in (("down_s", "down"), ("paused_s", "paused")):
+            if detail.get(key) is not None:
+                facts.append(f"{label} {detail[key]:.1f} s")
+        if detail.get("window"):
+            facts.append(describe_window(detail["window"]))
+    return f"{outcome.name} {_at(outcome)} ({', '.join(fact for fact in facts if fact)})"
 
 
 def print_report(results: Sequence[CheckResult], *, console: Console | None = None,
@@ -107,6 +154,19 @@ def print_report(results: Sequence[CheckResult], *, console: Console | None = No
             ids = [item if isinstance(item, str) else item["id"] for item in samples[anomaly]]
             more = ", ..." if result.count(anomaly) > len(ids) else ""
             console.print(f"[bold red]✘[/bold red] {name}: {sentence}: {', '.join(ids)}{more}")
+        if result.verdict == "inconclusive":
+            console.print(f"[yellow]?[/yellow] {name}: inconclusive, proved nothing: "
+                          f"{result.inconclusive_because}", highlight=False)
+        if result.control is not None:
+            caught = result.count(result.control)
+            anomaly = result.control.replace("_", " ")
+            console.print(f"  {name}: negative control {anomaly}: "
+                          + (f"caught, {caught} {anomaly} record(s)" if caught else
+                             "[bold red]NOT caught[/bold red]"), highlight=False)
+        for outcome in result.fault_outcomes or ():
+            mark = "landed" if outcome.landed else "[yellow]did not land[/yellow]"
+            console.print(f"  {name}: {outcome.name} at {_at(outcome)} {mark}: "
+                          f"{outcome.effect}", highlight=False)
         if result.transactions:
             counts = result.transactions
             console.print(f"  {name}: transactions {counts['committed']} committed, "
@@ -125,6 +185,7 @@ def results_document(results: Sequence[CheckResult], schedule: FaultSchedule | N
         "seed": seed,
         "schedule": schedule.to_dict() if schedule is not None else None,
         "contracts_kept": all(result.contract_kept for result in results),
+        "verdicts": {result.semantics: result.verdict for result in results},
         "results": {result.semantics: result.to_dict(sample_size) for result in results},
     }
 
@@ -173,11 +234,11 @@ def write_chart(results: Sequence[CheckResult], path: str | os.PathLike, *,
     axes.set_yscale("symlog", linthresh=1)
     axes.set_ylim(0, highest * 4)
     axes.set_xticks(range(len(results)),
-                    [f"{prose(result.semantics)}\n"
-                     f"{'contract kept' if result.contract_kept else 'CONTRACT BROKEN'}"
+                    [f"{prose(result.semantics)}\n{_CHART_VERDICTS[result.verdict]}"
                      for result in results])
     for label, result in zip(axes.get_xticklabels(), results):
-        label.set_color("#2a7f3f" if result.contract_kept else "#c0392b")
+        label.set_color({"kept": "#2a7f3f", "broken": "#c0392b",
+                         "inconclusive": "#b8860b"}[result.verdict])
     axes.set_ylabel("records (symlog scale)")
     axes.set_title("oncelog verify" + (f" — seed {seed}" if seed is not None else ""))
     axes.legend(ncols=len(CHART_BARS), fontsize=8, loc="upper center",

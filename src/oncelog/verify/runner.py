@@ -185,10 +185,15 @@ def _prepare_out(scenario: Scenario) -> None:
 def _sink(scenario: Scenario, semantics: str) -> DeliveriesTable | PipelineTable:
     """The semantics' sink: its own SQLite file in ``--out``, or its own table in ``--sink``."""
     pipeline = semantics == "exactly_once" and scenario.exactly_once_stage == "pipeline"
+    control = scenario.control_of(semantics)
     kind = PipelineTable if pipeline else DeliveriesTable
     if semantics == "transactional" or (semantics == "exactly_once"
                                         and scenario.exactly_once_stage == "transform"):
         kind = ReadTable
+    if control is not None and control.anomaly == "reordered":
+        kind = ReadTable  # the exactly-once reader, not the pipeline
+    elif control is not None and control.anomaly in ("lost", "duplicated"):
+        kind = DeliveriesTable  # a consumer
     if scenario.sink is None:
         return kind(sqlite_url(scenario.out_dir / prose(semantics) / "sink.db"))
     return kind(scenario.sink, f"oncelog_verify_{semantics}")
@@ -215,10 +220,20 @@ class RunOutcome:
         return all(result.contract_kept for result in self.results)
 
     @property
-    def proved_nothing(self) -> list[str]:
-        """Semantics whose run had nothing acknowledged or nothing delivered."""
+    def verdict(self) -> str:
+        """``broken`` if a semantics broke its contract, else ``inconclusive`` if one proved
+        nothing (``CheckResult.verdict``), else ``kept``."""
+        verdicts = {result.verdict for result in self.results}
+        for verdict in ("broken", "inconclusive"):
+            if verdict in verdicts:
+                return verdict
+        return "kept"
+
+    @property
+    def inconclusive(self) -> list[str]:
+        """Semantics whose run proved nothing (see ``CheckResult.inconclusive_because``)."""
         return [prose(result.semantics) for result in self.results
-                if result.acknowledged == 0 or result.delivered == 0]
+                if result.verdict == "inconclusive"]
 
 
 class Runner:
@@ -381,12 +396,18 @@ class _SemanticsRun:
         with HistoryWriter(self.history_dir / "sink.jsonl") as sink_history:
             self.details["sink_rows"] = stage.sink.scan(sink_history)
         self.details["sink"] = stage.sink.display
-        result = check(History.load(self.history_dir), self.semantics)
+        control = scenario.control_of(self.semantics)
+        result = check(History.load(self.history_dir), self.semantics,
+                       planned=runner.schedule.faults,
+                       control=control.anomaly if control else None)
         result.warnings.extend(self.notes)
         self.counted_at = 0.0
         self._show("checked")
-        verdict = "kept" if result.contract_kept else "[bold red]BROKEN[/]"
-        self.view.event(f"{self.name}: checked, contract {verdict}")
+        verdict = {"kept": "contract kept", "broken": "contract [bold red]BROKEN[/]",
+                   "inconclusive": "[yellow]inconclusive[/]"}[result.verdict]
+        landed = len(result.faults_landed)
+        self.view.event(f"{self.name}: checked, {verdict} ({landed} of "
+                        f"{len(result.fault_outcomes or ())} faults landed)")
         return result, self.details
 
     def _create_topic(self) -> None:
@@ -449,26 +470,33 @@ class _SemanticsRun:
                                  log_path=logs / f"{self.name}-copy-job.log",
                                  children=self.runner.children,
                                  max_offsets_per_trigger=max(1000, int(5 * self.scenario.rate)))
+        control = self.scenario.control_of(self.semantics)
+        if control is not None:
+            self.notes.append(f"deliberately misconfigured (--control {self.scenario.control}, a "
+                              f"negative control: {control.anomaly.replace('_', ' ')} records "
+                              f"must show): {control.broken}")
+        if control is not None and control.anomaly == "reordered":
+            return ReaderStage(bootstrap=self.bootstrap, topic=self.topic,
+                               partitions=self.scenario.partitions, isolation="read_committed",
+                               sink=sink, log_path=logs / f"{self.name}-reader.log",
+                               children=self.runner.children)
+        if control is not None and control.anomaly == "lost":
+            return ConsumerStage("at_most_once", bootstrap=self.bootstrap, topic=self.topic,
+                                 sink=sink, log_path=logs / f"{self.name}-consumer.log",
+                                 children=self.runner.children)
         if isinstance(sink, ReadTable) and self.semantics == "exactly_once":
             return TransformStage(bootstrap=self.bootstrap, topic=self.topic,
                                   partitions=self.scenario.partitions, sink=sink, log_dir=logs,
                                   name=self.name, children=self.runner.children)
         if isinstance(sink, ReadTable):
             isolation = self.scenario.isolation
-            if isolation != "read_committed":
-                self.notes.append(f"deliberately misconfigured: the transactional run was read "
-                                  f"with {isolation} (--isolation {isolation}), a negative "
-                                  "control: aborted reads must show")
             return ReaderStage(bootstrap=self.bootstrap, topic=self.topic,
                                partitions=self.scenario.partitions, isolation=isolation,
                                sink=sink, log_path=logs / f"{self.name}-reader.log",
                                children=self.runner.children)
         guarantee = self.semantics
-        if self.semantics == "exactly_once":  # --exactly-once-stage at-least-once-consumer
+        if self.semantics == "exactly_once":  # --control duplicated
             guarantee = "at_least_once"
-            self.notes.append("deliberately misconfigured: exactly-once was delivered by the "
-                              "at-least-once consumer (--exactly-once-stage "
-                              "at-least-once-consumer)")
         return ConsumerStage(guarantee, bootstrap=self.bootstrap, topic=self.topic, sink=sink,
                              log_path=logs / f"{self.name}-consumer.log",
                              children=self.runner.children)
@@ -483,7 +511,9 @@ class _SemanticsRun:
             faults["kill-leader"] = KillLeader(self.target)
             faults["pause-broker"] = PauseBroker(self.target)
         if proxy is not None:
-            faults["drop-acks"] = DropAcks(proxy, note=(
+            control = self.scenario.control_of(self.semantics)
+            silent = control is not None and control.anomaly == "reordered"  # see CONTROLS
+            faults["drop-acks"] = DropAcks(proxy, mode="request" if silent else None, note=(
                 "acks=0: the broker sends no acknowledgements to drop"
                 if self.semantics == "at_most_once" else None))
         if isinstance(stage, PipelineStage):
@@ -509,13 +539,15 @@ class _SemanticsRun:
         producers = []
         for index in range(scenario.producers):
             argv = producer_worker.command(
-                bootstrap=bootstrap, topic=self.topic, semantics=self.semantics,
+                bootstrap=bootstrap, topic=self.topic,
+                semantics=scenario.producer_preset(self.semantics),
                 producer=f"p{index}", history=str(self.history_dir / f"producer-{index}.jsonl"),
                 rate=scenario.rate / scenario.producers,
                 # only a bound: the runner stops it when the (maybe shifted) schedule is done
                 duration_s=scenario.duration_s + MAX_DELAY_S * len(runner.schedule) + 120,
                 partitions=scenario.partitions, flush_timeout_s=PRODUCER_FLUSH_S,
-                seed=scenario.seed, abort_probability=scenario.abort_probability)
+                seed=scenario.seed, abort_probability=scenario.abort_probability,
+                socket_timeout_ms=scenario.producer_socket_timeout_ms(self.semantics))
             producers.append(runner.children.add(ChildProcess(
                 f"producer p{index}", argv,
                 runner.out / "logs" / f"{self.name}-producer-{index}.log", watch=True)))
@@ -631,6 +663,7 @@ def write_outputs(outcome: RunOutcome) -> dict[str, Path | str]:
     document["scenario"] = outcome.scenario.to_dict()
     document["runs"] = dict(outcome.runs)  # keyed like "results": at_least_once, ...
     document["wall_time_s"] = outcome.wall_time_s
+    document["verdict"] = outcome.verdict
     written: dict[str, Path | str] = {}
     written["result"] = out / "result.json"
     written["result"].write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")

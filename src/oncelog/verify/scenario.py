@@ -18,6 +18,22 @@ exactly-once reader with ``isolation`` ``read_committed``. ``read_uncommitted`` 
 negative control: the same workload read without the isolation, where the checker must
 report aborted reads and the broken contract.
 
+**Negative controls** (``control``, ``--control``): a deliberately broken configuration run
+through the real workload, broker and faults, so a user can see the checker catch each
+anomaly it claims to find. Each one breaks one semantics' run (the others in ``--semantics`` run as usual; without
+``--semantics``, only that one runs), which must break its contract with its anomaly
+(``CONTROLS``):
+
+| control | semantics | what is broken | faults |
+|---|---|---|---|
+| ``lost`` | at-least-once | delivered by the at-most-once consumer (commit, then process): a kill between the two loses the committed batch | kill-consumer |
+| ``duplicated`` | exactly-once | delivered by the at-least-once consumer (process, then commit): a kill between the two delivers the batch again (``--exactly-once-stage at-least-once-consumer``) | kill-consumer |
+| ``reordered`` | exactly-once | produced by the at-least-once producer preset (no idempotence, 5 requests in flight, ``socket.timeout.ms`` 2 s), read by the exactly-once reader: a Produce request the proxy swallows is never written, later ones are, and its retry lands behind them | drop-acks, dropping whole requests (``proxy``'s ``drop_mode="request"``: a retriable error on one request of several in flight) |
+| ``aborted-reads`` | transactional | read with ``read_uncommitted`` (``--isolation read_uncommitted``) | kill-consumer |
+
+The two older flags are aliases: ``--exactly-once-stage at-least-once-consumer`` is
+``--control duplicated`` and ``--isolation read_uncommitted`` is ``--control aborted-reads``.
+
 ``brokers`` is how many brokers the run starts: 1 (the default) is today's single broker
 with no ZooKeeper; 2 or more is a ``LocalCluster`` with its own ZooKeeper, which the
 cluster faults (``kill-leader``, ``pause-broker``) need. ``--brokers`` and ``--bootstrap``
@@ -33,13 +49,38 @@ from typing import Any
 from .checker import SEMANTICS, TRANSACTIONAL, normalize_semantics
 from .schedule import CLUSTER_FAULTS, FaultSchedule, parse_faults
 
-__all__ = ["BadInput", "DEFAULT_FAULTS", "EXACTLY_ONCE_STAGES", "ISOLATION_LEVELS", "RunFailed",
-           "Scenario"]
+__all__ = ["BadInput", "CONTROLS", "Control", "DEFAULT_FAULTS", "EXACTLY_ONCE_STAGES",
+           "ISOLATION_LEVELS", "RunFailed", "Scenario"]
 
 # the CLI's default; the cluster faults are asked for by name (they need --brokers)
 DEFAULT_FAULTS = ("kill-broker", "kill-consumer", "kill-driver", "drop-acks")
 EXACTLY_ONCE_STAGES = ("pipeline", "transform", "at-least-once-consumer")
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+
+
+@dataclass(frozen=True)
+class Control:
+    anomaly: str            # the checker's name for what it must find
+    semantics: str          # the one semantics it runs
+    faults: tuple[str, ...]  # its faults unless --faults says otherwise
+    broken: str             # what is deliberately broken, for the run's warnings
+
+
+CONTROLS = {
+    "lost": Control("lost", "at_least_once", ("kill-consumer",),
+                    "the at-least-once run was delivered by the at-most-once consumer (commit "
+                    "offsets, then process)"),
+    "duplicated": Control("duplicated", "exactly_once", ("kill-consumer",),
+                          "exactly-once was delivered by the at-least-once consumer (process, "
+                          "then commit offsets)"),
+    "reordered": Control("reordered", "exactly_once", ("drop-acks",),
+                         "exactly-once was produced with the at-least-once producer preset (no "
+                         "idempotence, 5 requests in flight, a 2 s request timeout) and "
+                         "drop-acks drops whole Produce requests: a dropped one times out and "
+                         "is sent again after later ones were written"),
+    "aborted-reads": Control("aborted_reads", "transactional", ("kill-consumer",),
+                             "the transactional run was read with read_uncommitted"),
+}
 
 
 class BadInput(ValueError):
@@ -66,14 +107,27 @@ class Scenario:
     exactly_once_stage: str = "pipeline"
     abort_probability: float = 0.2          # transactional: share of transactions aborted
     isolation: str = "read_committed"       # transactional: the reader's isolation.level
+    control: str | None = None              # a negative control: a key of CONTROLS
     drain_timeout_s: float = 120.0
     broker_settings: dict[str, str] = field(default_factory=lambda: {
         "group.initial.rebalance.delay.ms": "0"})
 
     @classmethod
-    def build(cls, *, semantics: str, faults: str, duration_s: float, seed: int,
-              brokers: int | None = None, **options: Any) -> "Scenario":
-        """``brokers=None``: not given (one broker, or none with ``bootstrap``)."""
+    def build(cls, *, semantics: str | None, faults: str | None, duration_s: float, seed: int,
+              brokers: int | None = None, control: str | None = None,
+              **options: Any) -> "Scenario":
+        """``brokers=None``: not given (one broker, or none with ``bootstrap``);
+        ``semantics``/``faults`` None: not given (all and ``DEFAULT_FAULTS``, or the
+        control's own)."""
+        control = cls._control(control, options)
+        if semantics is None:
+            semantics = CONTROLS[control].semantics if control else "all"
+        if faults is None:
+            faults = ",".join(CONTROLS[control].faults if control else DEFAULT_FAULTS)
+        if control == "duplicated" and options.get("exactly_once_stage", "pipeline") == "pipeline":
+            options["exactly_once_stage"] = "at-least-once-consumer"
+        elif control == "aborted-reads":
+            options["isolation"] = "read_uncommitted"
         text = semantics.strip().lower()
         try:
             names = SEMANTICS if text == "all" else tuple(dict.fromkeys(
@@ -90,9 +144,47 @@ class Scenario:
                            "uses an existing one; drop one of them")
         scenario = cls(semantics=names, faults=kinds, duration_s=float(duration_s),
                        seed=int(seed), brokers=1 if brokers is None else int(brokers),
-                       **options)
+                       control=control, **options)
         scenario._validate()
         return scenario
+
+    @staticmethod
+    def _control(control: str | None, options: dict[str, Any]) -> str | None:
+        """``--control``, or the control an older flag names (they are its aliases)."""
+        stage = options.get("exactly_once_stage", "pipeline")
+        isolation = options.get("isolation", "read_committed")
+        aliases = [name for name, given in (("duplicated", stage == "at-least-once-consumer"),
+                                            ("aborted-reads", isolation == "read_uncommitted"))
+                   if given]
+        if control is not None and control not in CONTROLS:
+            raise BadInput(f"unknown control {control!r}; choose lost, duplicated, reordered "
+                           "or aborted-reads")
+        if control is None:
+            control = aliases[0] if aliases else None
+            aliases = aliases[1:]
+        others = [name for name in aliases if name != control]
+        if others:
+            raise BadInput(f"--control {control} and --control {others[0]} (or the flag "
+                           "that means it) are two negative controls; run one at a time")
+        return control
+
+    def control_of(self, semantics: str) -> Control | None:
+        """The negative control that semantics' run is (None: a real run)."""
+        control = CONTROLS.get(self.control) if self.control else None
+        return control if control is not None and control.semantics == semantics else None
+
+    def producer_socket_timeout_ms(self, semantics: str) -> int | None:
+        """The reordered control's producers give up on a request after 2 s (librdkafka's
+        default is 60 s) and send it again, behind the requests answered meanwhile."""
+        control = self.control_of(semantics)
+        return 2000 if control is not None and control.anomaly == "reordered" else None
+
+    def producer_preset(self, semantics: str) -> str:
+        """The producer preset the semantics' producers use (the reordered control's
+        exactly-once run uses the at-least-once one)."""
+        if self.control == "reordered" and semantics == "exactly_once":
+            return "at_least_once"
+        return semantics
 
     def _validate(self) -> None:
         if self.exactly_once_stage not in EXACTLY_ONCE_STAGES:
@@ -104,6 +196,13 @@ class Scenario:
         if self.isolation != "read_committed" and TRANSACTIONAL not in self.semantics:
             raise BadInput("--isolation only changes how the transactional run is read; add "
                            "--semantics transactional")
+        if self.control and CONTROLS[self.control].semantics not in self.semantics:
+            wanted = CONTROLS[self.control].semantics.replace("_", "-")
+            raise BadInput(f"--control {self.control} is a broken {wanted} run; drop "
+                           f"--semantics or include {wanted} in it")
+        if self.control in ("duplicated", "reordered") and self.exactly_once_stage == "transform":
+            raise BadInput(f"--control {self.control} chooses what delivers the exactly-once "
+                           "run itself; drop --exactly-once-stage")
         if not 0 <= self.abort_probability < 1:
             raise BadInput(f"--abort-probability must be at least 0 and below 1, not "
                            f"{self.abort_probability:g}")
@@ -143,7 +242,8 @@ class Scenario:
 
     @property
     def uses_pipeline(self) -> bool:
-        return "exactly_once" in self.semantics and self.exactly_once_stage == "pipeline"
+        return ("exactly_once" in self.semantics and self.exactly_once_stage == "pipeline"
+                and self.control is None)
 
     def schedule(self) -> FaultSchedule:
         label = self.semantics[0] if len(self.semantics) == 1 else "all"

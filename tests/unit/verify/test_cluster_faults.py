@@ -46,7 +46,8 @@ def test_kill_leader_takes_the_broker_leading_the_most_partitions():
     target = Target({1: [0], 3: [1, 2]})
     detail = KillLeader(target).inject(ScheduledFault(4.0, "kill-leader"))
     assert target.cluster.actions == [("kill", 3)]
-    assert detail == {"broker": 3, "led": [1, 2], "pid": 1003, "signal": "SIGKILL"}
+    assert detail == {"broker": 3, "led": [1, 2], "pid": 1003, "signal": "SIGKILL",
+                      "running": True}
 
 
 def test_kill_leader_breaks_ties_by_the_lowest_node_id():

@@ -84,3 +84,53 @@ def test_the_negative_control_needs_the_transactional_run():
 def test_the_abort_probability_is_a_probability_below_one(probability):
     with pytest.raises(BadInput, match="--abort-probability must be at least 0 and below 1"):
         build(semantics="transactional", abort_probability=probability)
+
+
+# -- negative controls (--control) ---------------------------------------------------------
+
+@pytest.mark.parametrize("control, semantics, faults", [
+    ("lost", ("at_least_once",), ("kill-consumer",)),
+    ("duplicated", ("exactly_once",), ("kill-consumer",)),
+    ("reordered", ("exactly_once",), ("drop-acks",)),
+    ("aborted-reads", ("transactional",), ("kill-consumer",)),
+])
+def test_a_control_brings_its_semantics_and_faults_unless_told_otherwise(control, semantics,
+                                                                           faults):
+    scenario = Scenario.build(semantics=None, faults=None, duration_s=30, seed=1,
+                              control=control)
+    assert (scenario.control, scenario.semantics, scenario.faults) == (control, semantics, faults)
+    assert scenario.control_of(semantics[0]).semantics == semantics[0]
+    assert not scenario.uses_pipeline
+
+
+def test_the_old_flags_are_aliases_of_their_controls():
+    stage = build(semantics="exactly-once", exactly_once_stage="at-least-once-consumer")
+    assert stage.control == "duplicated"
+    isolation = build(semantics="transactional", isolation="read_uncommitted")
+    assert isolation.control == "aborted-reads"
+    assert Scenario.build(semantics=None, faults=None, duration_s=30, seed=1,
+                          control="duplicated").exactly_once_stage == "at-least-once-consumer"
+
+
+def test_a_control_breaks_only_its_own_semantics_run():
+    scenario = build(semantics="all", control="reordered")
+    assert scenario.control_of("exactly_once") is not None
+    assert scenario.control_of("at_least_once") is None
+    assert scenario.producer_preset("exactly_once") == "at_least_once"
+    assert scenario.producer_preset("at_least_once") == "at_least_once"
+    assert scenario.producer_socket_timeout_ms("exactly_once") == 2000
+    assert scenario.producer_socket_timeout_ms("at_most_once") is None
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"control": "lost", "semantics": "exactly-once"},
+     "--control lost is a broken at-least-once run"),
+    ({"control": "lost", "semantics": "transactional", "isolation": "read_uncommitted"},
+     "two negative controls"),
+    ({"control": "reordered", "semantics": "exactly-once", "exactly_once_stage": "transform"},
+     "drop --exactly-once-stage"),
+    ({"control": "everything"}, "unknown control 'everything'"),
+])
+def test_a_control_that_cannot_run_is_one_sentence(options, message):
+    with pytest.raises(BadInput, match=message):
+        build(**options)

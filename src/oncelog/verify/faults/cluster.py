@@ -158,9 +158,11 @@ class _KillAndRestart:
     def inject(self, scheduled: ScheduledFault) -> dict:
         led = self.target.leaderships()
         node = self._node = self.choose(scheduled, led)
+        running = self.target.cluster.is_running(node)
         pid = self.target.kill(node)
         self._killed_at = time.monotonic()
-        return {"broker": node, "led": led.get(node, []), "pid": pid, "signal": "SIGKILL"}
+        return {"broker": node, "led": led.get(node, []), "pid": pid, "signal": "SIGKILL",
+                "running": running}
 
     def heal(self) -> dict:
         node, self._node = self._node, None
@@ -208,11 +210,13 @@ class PauseBroker:
         node = self._node = target.pick(scheduled, list(led) or target.live()
                                         or target.node_ids)
         pid = target.cluster.broker(node).pid
+        running = target.cluster.is_running(node) and node not in target.paused
         target.cluster.pause(node)
         target.paused.add(node)
         self._paused_at = time.monotonic()
         pause_ms = float(scheduled.params.get("duration_s", 0)) * 1000
         return {"broker": node, "led": led.get(node, []), "pid": pid, "signal": "SIGSTOP",
+                "running": running,
                 "session_timeout_ms": target.session_timeout_ms,
                 "outlasts_session": pause_ms > target.session_timeout_ms}
 

@@ -25,9 +25,11 @@ class KillBroker:
 
     def inject(self, scheduled: ScheduledFault) -> dict:
         pid = self.broker.pid
+        process = self.broker.process
+        running = process is not None and process.poll() is None
         self.broker.kill()
         self._killed_at = time.monotonic()
-        return {"pid": pid, "signal": "SIGKILL"}
+        return {"pid": pid, "signal": "SIGKILL", "running": running}
 
     def heal(self) -> dict:
         try:
@@ -48,15 +50,20 @@ class KillDelivery:
         self.stage = stage
         self.timed = timed
         self.note = note
+        self._killed_at = 0.0
 
     def ready(self) -> bool:
         return self.stage.steady
 
     def inject(self, scheduled: ScheduledFault) -> dict:
-        detail = {"target": self.stage.description, **self.stage.kill(timed=self.timed)}
+        running = self.stage.alive
+        detail = {"target": self.stage.description, **self.stage.kill(timed=self.timed),
+                  "running": running}
+        self._killed_at = time.monotonic()
         if self.note:
             detail["note"] = self.note
         return detail
 
     def heal(self) -> dict:
-        return {"target": self.stage.description, **self.stage.restart()}
+        down_s = round(time.monotonic() - self._killed_at, 3)
+        return {"target": self.stage.description, **self.stage.restart(), "down_s": down_s}

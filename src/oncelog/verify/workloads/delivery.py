@@ -17,7 +17,13 @@ Each stage is one child process the faults can kill and restart. ``kill(timed=..
 - ``PipelineStage``, timed: wait (at most ``wait_s``) for the copy job to print
   ``batch N written`` - the sink has committed batch N, Spark has not yet recorded it in
   its commit log - and ``kill -9`` its process group (driver, JVM, Python workers) right
-  then, so the restarted query runs batch N again and the sink must skip it.
+  then, so the restarted query runs batch N again and the sink must skip it. Whether it
+  did land there is *checked*, not assumed: with the copy job dead, ``batch_window`` reads
+  the last batch Spark planned (the checkpoint's ``offsets/N``), the last one the sink
+  committed (its markers) and the last one Spark committed (``commits/N``), and names the
+  window the kill hit (``WINDOWS``): before the sink's transaction (the batch must be
+  written on replay), after it and before Spark's commit log (the replay must be skipped:
+  the dangerous window), or after Spark's commit log (between batches).
 - ``TransformStage``, timed: the transform worker kills itself inside a transaction, its
   copies produced and not committed (``transform.py``); its reader is a stage of its own,
   which ``kill-driver`` kills at once.
@@ -41,11 +47,48 @@ from . import consumer as consumer_worker
 from . import pipeline as pipeline_worker
 from . import reader as reader_worker
 from . import transform as transform_worker
-from .sinks import DeliveriesTable, PipelineTable, ReadTable
+from .sinks import DeliveriesTable, PipelineTable, ReadTable, SinkUnavailable
 
-__all__ = ["ConsumerStage", "PipelineStage", "ReaderStage", "TransformStage"]
+__all__ = ["ConsumerStage", "PipelineStage", "ReaderStage", "TransformStage", "WINDOWS",
+           "batch_window", "last_batch_file"]
 
 _WRITTEN = re.compile(r"^batch (\d+) written$")
+
+# where in a micro-batch a kill of the copy job landed (see batch_window)
+WINDOWS = {
+    "before_first_batch": "before Spark planned its first batch",
+    "before_sink": "before the sink's transaction",
+    "after_sink_before_commit_log": "after the sink's transaction, before Spark's commit log",
+    "after_commit_log": "after Spark's commit log",
+    "sink_ahead": "the sink holds a batch Spark never planned",
+}
+
+
+def last_batch_file(folder: Path) -> int | None:
+    """The highest batch id among a Spark metadata log's files (``offsets/N``,
+    ``commits/N``); temporary files (not a plain number) do not count."""
+    try:
+        ids = [int(path.name) for path in Path(folder).iterdir() if path.name.isdigit()]
+    except FileNotFoundError:
+        return None
+    return max(ids, default=None)
+
+
+def batch_window(planned: int | None, sink: int | None, committed: int | None) -> dict:
+    """The window a kill landed in, from the last batch Spark planned (``offsets/N``), the
+    last the sink committed (its marker) and the last Spark committed (``commits/N``)."""
+    if planned is None:
+        window = "sink_ahead" if sink is not None else "before_first_batch"
+    elif sink is not None and sink > planned:
+        window = "sink_ahead"
+    elif committed is not None and committed >= planned:
+        window = "after_commit_log"
+    elif sink is not None and sink >= planned:
+        window = "after_sink_before_commit_log"
+    else:
+        window = "before_sink"
+    return {"id": window, "name": WINDOWS[window], "batch": planned, "sink_batch": sink,
+            "spark_commit": committed}
 
 
 class _Stage:
@@ -279,6 +322,8 @@ class PipelineStage(_Stage):
                  pause_ms: int = 100, max_offsets_per_trigger: int = 2000) -> None:
         super().__init__()
         self.sink = sink
+        self.checkpoint = Path(checkpoint)
+        self.query_name = topic
         self.description = "Spark copy job"
         self.child = children.add(ChildProcess(
             self.description,
@@ -299,8 +344,20 @@ class PipelineStage(_Stage):
                                             after=time.monotonic(), timeout=wait_s)
             self._kill_now()
             if line is not None:
-                return {"pid": pid, "landed": f"after '{line.text}', before Spark's commit log"}
-            phase = "still starting" if not self.printed("^started$") else "no batch written"
-            return {"pid": pid, "landed": f"kill -9 ({phase} within {wait_s:g} s)"}
-        self._kill_now()
-        return {"pid": pid, "landed": "kill -9 at once"}
+                landed = f"after '{line.text}'"
+            else:
+                phase = "still starting" if not self.printed("^started$") else "no batch written"
+                landed = f"kill -9 ({phase} within {wait_s:g} s)"
+        else:
+            self._kill_now()
+            landed = "kill -9 at once"
+        return {"pid": pid, "landed": landed, "window": self.window()}
+
+    def window(self) -> dict:
+        """Where the (dead) copy job was in its batch: see ``batch_window``."""
+        try:
+            sink = self.sink.last_batch_id(self.query_name)
+        except SinkUnavailable as error:
+            return {"id": "unknown", "name": f"unknown: {error}"}
+        return batch_window(last_batch_file(self.checkpoint / "offsets"), sink,
+                            last_batch_file(self.checkpoint / "commits"))

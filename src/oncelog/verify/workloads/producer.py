@@ -44,13 +44,14 @@ __all__ = ["command", "main"]
 def command(*, bootstrap: str, topic: str, semantics: str, producer: str, history: str,
             rate: float, duration_s: float, partitions: int, payload_size: int = 100,
             flush_timeout_s: float = 30.0, seed: int = 0,
-            abort_probability: float = 0.2) -> list[str]:
+            abort_probability: float = 0.2, socket_timeout_ms: int | None = None) -> list[str]:
+    extra = [] if socket_timeout_ms is None else ["--socket-timeout-ms", str(socket_timeout_ms)]
     return [sys.executable, "-m", "oncelog.verify.workloads.producer",
             "--bootstrap", bootstrap, "--topic", topic, "--semantics", semantics,
             "--producer", producer, "--history", history, "--rate", str(rate),
             "--duration", str(duration_s), "--partitions", str(partitions),
             "--payload-size", str(payload_size), "--flush-timeout", str(flush_timeout_s),
-            "--seed", str(seed), "--abort-probability", str(abort_probability)]
+            "--seed", str(seed), "--abort-probability", str(abort_probability), *extra]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seeds the abort decisions")
     parser.add_argument("--abort-probability", type=float, default=0.2,
                         help="transactional: the chance that a transaction is aborted")
+    parser.add_argument("--socket-timeout-ms", type=int, default=None,
+                        help="librdkafka's socket.timeout.ms: how long a request waits for "
+                             "its response before it is sent again (the reordered control "
+                             "shortens it from 60 s)")
     return parser
 
 
@@ -97,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                 "retry.backoff.ms": 100, "retry.backoff.max.ms": 1000,
                 "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
                 "queue.buffering.max.messages": 200000, "logger": quiet}
+    if args.socket_timeout_ms is not None:
+        settings["socket.timeout.ms"] = args.socket_timeout_ms
     history = HistoryWriter(args.history)
 
     def delivered(id: str, error, message) -> None:

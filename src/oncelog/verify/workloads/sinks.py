@@ -270,6 +270,20 @@ class PipelineTable(_Table):
     columns = (("key", "text"), ("value", "text"), ("topic", "text"), ("partition", "integer"),
                ("offset", "bigint"))
 
+    def last_batch_id(self, query_name: str) -> int | None:
+        """The last batch the ``TransactionalSink`` committed for ``query_name``: the
+        highest batch id among its markers (``oncelog_sink_batches``), None before any."""
+        from ...spark.sinks.transactional import BATCHES_TABLE
+        if self.path is not None and not self.path.exists():
+            return None
+        with self._session("reading the batch markers of") as db:
+            if not db.table_exists(BATCHES_TABLE):
+                return None
+            p = db.dialect.placeholder
+            row = db.execute(f"SELECT max(batch_id) FROM {BATCHES_TABLE} WHERE query_name = {p}",
+                             (query_name,)).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     def delivered(self):
         for position, value, topic, partition, offset in self._rows(
                 f'SELECT "position", value, topic, "partition", "offset" FROM {self._quoted} '

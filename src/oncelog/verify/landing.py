@@ -1,0 +1,151 @@
+"""Did the faults land? What each fault of a run actually did, read from its history.
+
+A contract kept under faults that never took effect proves nothing: a ``drop-acks`` that
+dropped no response (``acks=0`` sends none), a ``kill -9`` of a process that was not
+running, a fault the run never got to inject. ``fault_outcomes(events, planned, ...)``
+pairs each planned fault with its ``inject`` and ``heal`` events (``faults.jsonl``) and says,
+per fault, whether it **landed** and what it did, in one sentence and in numbers:
+
+| fault | landed when | what is recorded |
+|---|---|---|
+| ``kill-broker``, ``kill-leader`` | the broker was running when ``kill -9`` hit it | its pid, how long it was down, its new pid; records acknowledged while it was down and in the ``SEEN_AFTER_S`` after its restart (clients saw the restart: they reconnected and were answered by the new process) |
+| ``pause-broker`` | the broker was running when ``SIGSTOP`` hit it | its pid, how long it was paused |
+| ``kill-consumer``, ``kill-driver`` | the stage's process was running when it was killed | its pid, where in its work the kill landed, how long it was down; for the Spark copy job, the batch window (``window``, see ``workloads.delivery``) |
+| ``drop-acks`` | the proxy dropped at least one Produce response | how many |
+
+A planned fault with no ``inject`` event was **skipped** (not landed). ``verdict`` turns the
+outcomes and the checker's counts into one of ``kept``, ``broken`` and ``inconclusive``
+(see ``checker.CheckResult.verdict``): a semantics none of whose faults landed is
+inconclusive, never kept; one whose faults partly landed is judged on those that did, and
+the report lists the others as "did not land".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from .history import FaultEvent
+
+__all__ = ["FaultOutcome", "SEEN_AFTER_S", "describe_window", "fault_outcomes"]
+
+SEEN_AFTER_S = 10.0      # how long after a broker's restart its acknowledgements are counted
+_SETTLE_S = 0.5          # acknowledgements of requests answered just before the kill
+
+
+@dataclass(frozen=True)
+class FaultOutcome:
+    name: str
+    at_s: float                       # when it was planned (seconds into the run)
+    elapsed_s: float | None           # when it was injected; None: never injected
+    landed: bool
+    effect: str                       # one sentence: what it did, or why it did not land
+    detail: dict[str, Any] = field(default_factory=dict)   # pid, down_s, dropped, window, ...
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.detail, "name": self.name, "at_s": self.at_s,
+                "elapsed_s": self.elapsed_s, "landed": self.landed, "effect": self.effect}
+
+
+def fault_outcomes(events: Sequence[FaultEvent], planned: Iterable[Any] = (), *,
+                   acknowledged_times: Sequence[float] = ()) -> list[FaultOutcome]:
+    """One ``FaultOutcome`` per planned fault (``planned``: items with ``name`` and
+    ``at_s``, e.g. ``ScheduledFault``), and per injected fault that was not planned.
+    ``acknowledged_times`` are the producers' acknowledgement times (the history's clock),
+    used to tell whether clients saw a broker restart."""
+    pairs = _pair(events)
+    outcomes = []
+    acknowledged = sorted(acknowledged_times)
+    unplanned = list(pairs)
+    for scheduled in planned:
+        match = next((pair for pair in unplanned if pair[0].name == scheduled.name
+                      and pair[0].detail.get("at_s") == scheduled.at_s), None)
+        if match is None:
+            outcomes.append(FaultOutcome(scheduled.name, scheduled.at_s, None, False,
+                                         "skipped: never injected"))
+            continue
+        unplanned.remove(match)
+        outcomes.append(_outcome(*match, acknowledged))
+    outcomes += [_outcome(*pair, acknowledged) for pair in unplanned]
+    return sorted(outcomes, key=lambda outcome: outcome.at_s)
+
+
+def _pair(events: Sequence[FaultEvent]) -> list[tuple[FaultEvent, FaultEvent | None]]:
+    """(inject, heal or None) in injection order; faults of one name never overlap."""
+    pairs: list[list] = []
+    open_by_name: dict[str, list] = {}
+    for event in events:
+        if event.action in ("inject", "execute"):
+            pair = [event, None]
+            pairs.append(pair)
+            if event.action == "inject":
+                open_by_name[event.name] = pair
+        elif event.action == "heal" and event.name in open_by_name:
+            open_by_name.pop(event.name)[1] = event
+    return [(inject, heal) for inject, heal in pairs]
+
+
+def _outcome(inject: FaultEvent, heal: FaultEvent | None,
+             acknowledged: list[float]) -> FaultOutcome:
+    name, done = inject.name, dict(inject.detail)
+    healed = dict(heal.detail) if heal is not None else {}
+    at_s = float(done.get("at_s", 0.0))
+    elapsed_s = done.get("elapsed_s")
+    if name == "drop-acks":
+        dropped = healed.get("dropped")
+        landed = bool(dropped)
+        if dropped is None:
+            effect = "never healed: how many responses it dropped is unknown"
+        elif dropped:
+            what = "request" if done.get("mode") == "request" else "response"
+            effect = f"dropped {dropped} Produce {what}(s)"
+        else:
+            effect = "dropped nothing" + (f" ({done['note']})" if done.get("note") else "")
+        return FaultOutcome(name, at_s, elapsed_s, landed, effect,
+                            {"dropped": dropped, "rate": done.get("rate")})
+    pid = done.get("pid")
+    running = bool(done.get("running", pid is not None)) and pid is not None
+    detail: dict[str, Any] = {"pid": pid, "running": running}
+    if "broker" in done:
+        detail["broker"] = done["broker"]
+    if not running:
+        where = done.get("landed") or "its target was not running"
+        return FaultOutcome(name, at_s, elapsed_s, False, f"{where} (pid {pid})", detail)
+    if name == "pause-broker":
+        detail["paused_s"] = healed.get("paused_s")
+        effect = f"SIGSTOP of broker {done.get('broker')} (pid {pid})"
+        if detail["paused_s"] is not None:
+            effect += f", paused {detail['paused_s']:g} s"
+        return FaultOutcome(name, at_s, elapsed_s, True, effect, detail)
+    target = done.get("target") or (f"broker {done['broker']}" if "broker" in done
+                                    else "the broker")
+    effect = f"kill -9 of {target} (pid {pid})"
+    if done.get("landed"):
+        effect += f"; {done['landed']}"
+        detail["where"] = done["landed"]  # where in its work the kill hit it
+    if done.get("window"):
+        detail["window"] = done["window"]
+        effect += f"; {describe_window(done['window'])}"
+    if heal is not None:
+        detail["down_s"] = healed.get("down_s")
+        detail["restarted_pid"] = healed.get("pid")
+        if detail["down_s"] is not None:
+            effect += f", down {detail['down_s']:g} s"
+    if name in ("kill-broker", "kill-leader") and heal is not None:
+        # Clients saw the restart: answered again, by the new process (the old one is dead).
+        down = [t for t in acknowledged if inject.time + _SETTLE_S <= t < heal.time]
+        after = [t for t in acknowledged if heal.time <= t < heal.time + SEEN_AFTER_S]
+        detail.update(acknowledged_while_down=len(down), acknowledged_after_restart=len(after),
+                      clients_saw_restart=bool(after))
+        effect += (f"; clients answered again after the restart ({len(after)} acknowledged "
+                   f"within {SEEN_AFTER_S:g} s)" if after else
+                   "; no acknowledgement after the restart")
+    return FaultOutcome(name, at_s, elapsed_s, True, effect, detail)
+
+
+def describe_window(window: dict[str, Any]) -> str:
+    """``{"name": ..., "batch": 12, ...}`` -> ``batch 12: after the sink's transaction,
+    before Spark's commit log``."""
+    batch = window.get("batch")
+    prefix = f"batch {batch}: " if batch is not None else ""
+    return prefix + str(window.get("name", "window unknown"))
