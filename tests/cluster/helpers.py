@@ -57,6 +57,14 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int = 1, replicat
     wait_until(lambda: all(p.leader >= 0 and len(p.isrs) == len(p.replicas)
                            for p in partitions_of(cluster, name).values()),
                what=f"topic {name} with every replica in sync")
+    # Each leader must know it leads: the metadata above may come from another broker, and
+    # a leader that has not applied the new partition yet answers UNKNOWN_TOPIC_OR_PARTITION
+    # (seen on a loaded machine).
+    leaders = {p.id: p.leader for p in partitions_of(cluster, name).values()}
+    wait_until(lambda: all(partitions_of(cluster, name, node_ids=[leader]).get(index) is not None
+                           and partitions_of(cluster, name, node_ids=[leader])[index].leader
+                           == leader for index, leader in leaders.items()),
+               what=f"the leaders of {name} leading by their own metadata")
 
 
 def partitions_of(cluster: LocalCluster, topic: str, node_ids: list[int] | None = None) -> dict:
