@@ -203,3 +203,30 @@ def test_bad_sink_options_are_one_sentence(options, message):
         "sqlite:///x.db", "default")
     with pytest.raises(SourceOptionError, match="streaming queries only"):
         parse_options({**base, "startingOffsetsFromSink": "sqlite:///x.db"}, streaming=False)
+
+
+@pytest.mark.slow
+def test_copy_job_with_its_checkpoint_deleted_between_runs_holds_every_record_once(
+        spark_broker, tmp_path):
+    """``python -m oncelog.spark.copy_job`` twice, the checkpoint folder deleted in between
+    and records produced meanwhile: the second run starts where the sink's offsets end."""
+    from .test_driver_crash import CopyJob
+
+    bootstrap = spark_broker.bootstrap
+    topic = new_topic(bootstrap, partitions=3)
+    produce(bootstrap, topic, [f"id-{n}".encode() for n in range(300)])
+    database = tmp_path / "sink.db"
+    checkpoint = tmp_path / "checkpoint"
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--sink", f"sqlite:///{database}",
+            "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "100",
+            "--query-name", "copy", "--stop-when-idle", "2"]
+    log = tmp_path / "copy_job.log"
+
+    assert CopyJob(args, log).finish() == 0, f"the first run failed; see {log}"
+    shutil.rmtree(checkpoint)
+    produce(bootstrap, topic, [f"id-{n}".encode() for n in range(300, 450)])
+    assert CopyJob(args, log).finish() == 0, f"the second run failed; see {log}"
+
+    stored = values(f"sqlite:///{database}")
+    assert len(stored) == 450
+    assert sorted(stored) == sorted(ids(0, 450))

@@ -5,8 +5,10 @@ the crash tests and ``oncelog verify`` kill with ``kill -9`` and start again fro
 checkpoint. Each row keeps the record's key, value (as text), topic, partition and offset.
 
 Sinks (``--sink``): ``sqlite:///path.db`` or ``postgresql://...`` (``TransactionalSink``:
-rows and the batch's end offsets in one transaction), ``files:///folder`` (Spark's
-Parquet file sink, exactly-once through its ``_spark_metadata`` log), or ``kafka://TOPIC``
+rows and the batch's end offsets in one transaction; the source starts from those offsets
+when there is no checkpoint, so a deleted checkpoint folder loses and repeats nothing),
+``files:///folder`` (Spark's Parquet file sink, exactly-once through its ``_spark_metadata``
+log), or ``kafka://TOPIC``
 (``KafkaSink`` on the same broker: each batch's key and value and its batch id in one Kafka
 transaction, sink id = the query name).
 
@@ -60,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
               .option("kafka.bootstrap.servers", args.bootstrap)
               .option("subscribe", args.topic)
               .option("startingOffsets", "earliest"))
+    database_sink = None
+    if not args.sink.startswith(("files://", "kafka://")):
+        database_sink = TransactionalSink(args.sink, args.table, query_name=args.query_name)
+        # Without a checkpoint (a new or a lost one), start where the sink's offsets end.
+        reader = reader.options(**database_sink.source_options())
     if args.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
     records = reader.load().select(
@@ -76,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                                    sink_id=args.query_name)
             sink = kafka_sink.write_batch       # False: a re-run batch, skipped
         else:
-            sink = TransactionalSink(args.sink, args.table, query_name=args.query_name)
+            sink = database_sink
         pause = args.pause_ms / 1000
 
         def write(batch_df, batch_id: int) -> None:
