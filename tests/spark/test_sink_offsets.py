@@ -189,6 +189,7 @@ def test_an_older_copy_of_the_checkpoint_is_one_error(spark, spark_broker, tmp_p
 
 @pytest.mark.parametrize("options, message", [
     ({"startingOffsetsFromSink": "mysql://x"}, "must be the URL of a TransactionalSink"),
+    ({"startingOffsetsFromSink": "kafka://127.0.0.1:9092"}, "or a KafkaSink's kafka://"),
     ({"sinkQueryName": "q"}, "sinkQueryName needs startingOffsetsFromSink"),
     ({"startingOffsetsFromSink": "sqlite:///x.db", "sinkQueryName": " "}, "must not be empty"),
 ])
@@ -201,6 +202,9 @@ def test_bad_sink_options_are_one_sentence(options, message):
     parsed = parse_options({**base, "startingOffsetsFromSink": "sqlite:///x.db"}, streaming=True)
     assert (parsed.starting_from_sink.url, parsed.starting_from_sink.query_name) == (
         "sqlite:///x.db", "default")
+    kafka = parse_options({**base, "startingOffsetsFromSink": "kafka://a:1,b:2/out",
+                           "sinkQueryName": "q"}, streaming=True)
+    assert kafka.starting_from_sink.url == "kafka://a:1,b:2/out"
     with pytest.raises(SourceOptionError, match="streaming queries only"):
         parse_options({**base, "startingOffsetsFromSink": "sqlite:///x.db"}, streaming=False)
 
@@ -230,3 +234,59 @@ def test_copy_job_with_its_checkpoint_deleted_between_runs_holds_every_record_on
     stored = values(f"sqlite:///{database}")
     assert len(stored) == 450
     assert sorted(stored) == sorted(ids(0, 450))
+
+
+def test_a_kafka_sink_resumes_after_its_marker_and_refuses_a_disagreeing_checkpoint(
+        spark, spark_broker, tmp_path):
+    """The same for ``KafkaSink``: its marker (the metadata of a transactional offset commit)
+    holds the planned offsets; a deleted checkpoint resumes after them, another is refused."""
+    from oncelog.client.reader import read_topic
+    from oncelog.spark.sinks import KafkaSink
+    from oncelog.spark.sinks.kafka import read_marker
+
+    bootstrap = spark_broker.bootstrap
+    source = new_topic(bootstrap, partitions=2)
+    out = new_topic(bootstrap, partitions=1, prefix="out")
+    produce(bootstrap, source, [f"id-{n}".encode() for n in range(20)])
+    sink = KafkaSink(bootstrap, out, sink_id=out)
+
+    def run_kafka(checkpoint, from_sink: bool = True):
+        reader = (spark.readStream.format("oncelog").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", source).option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", "8"))
+        if from_sink:
+            reader = reader.options(**sink.source_options())
+        query = (reader.load().select("value").writeStream.foreachBatch(sink)
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        try:
+            try:
+                query.awaitTermination(120)
+            except Exception:
+                pass
+            return query.exception()
+        finally:
+            query.stop()
+
+    def output() -> list[str]:
+        return sorted(r.value.decode() for r in read_topic(bootstrap, out,
+                                                           isolation_level="read_committed"))
+
+    try:
+        assert run_kafka(tmp_path / "checkpoint") is None
+        shutil.rmtree(tmp_path / "checkpoint")
+        produce(bootstrap, source, [f"id-{n}".encode() for n in range(20, 30)])
+        assert run_kafka(tmp_path / "checkpoint") is None
+        assert output() == sorted(ids(0, 30))
+        marker = read_marker(bootstrap, out, out)
+        assert sum(marker["end_offsets"][source].values()) == 30
+        assert marker["start_offsets"][source] != marker["end_offsets"][source]
+
+        produce(bootstrap, source, [f"id-{n}".encode() for n in range(30, 34)])
+        error = run_kafka(tmp_path / "other", from_sink=False)  # would start at earliest
+        assert error is not None
+        assert f"batch 0 of sink {out!r} starts at offsets {source}-" in str(error)
+        assert "records it holds would be written again" in str(error)
+        assert output() == sorted(ids(0, 30))
+    finally:
+        sink.close()

@@ -13,11 +13,11 @@ Options (as in Spark's Kafka source):
   both win over ``startingOffsets``; ``startingOffsetsByTimestampStrategy``: ``error`` (a
   partition with no record at or after the time fails the query) | ``latest``
 - ``startingOffsetsFromSink`` (streaming): the URL of a ``TransactionalSink``'s database
-  (``sqlite:///...``, ``postgresql://...``) and ``sinkQueryName`` (default ``default``) its
-  query name. A query started without a checkpoint begins exactly where the sink's stored
+  (``sqlite:///...``, ``postgresql://...``) or a ``KafkaSink``'s ``kafka://BOOTSTRAP/TOPIC``,
+  and ``sinkQueryName`` (default ``default``) its query name or sink id. A query started without a checkpoint begins exactly where the sink's stored
   end offsets end (partitions the sink has never seen: earliest); only when the sink holds
   no batch of that query does ``startingOffsets`` apply. ``TransactionalSink.source_options()``
-  gives both. oncelog's own: Spark's Kafka source has no such option
+  (``KafkaSink.source_options()``) gives both. oncelog's own: Spark's Kafka source has no such option
 - ``endingOffsets`` (batch only): ``latest`` | JSON with -1 for latest; ``endingTimestamp`` /
   ``endingOffsetsByTimestamp`` likewise
 - ``maxOffsetsPerTrigger`` (streaming), ``minPartitions``, ``failOnDataLoss`` (default true),
@@ -208,10 +208,12 @@ def _sink_position(options: dict[str, str], streaming: bool | None) -> SinkPosit
     if streaming is False:
         raise SourceOptionError("startingOffsetsFromSink is for streaming queries only "
                                 "(spark.readStream)")
-    if not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
+    kafka_sink = url.startswith("kafka://") and all(url[len("kafka://"):].rpartition("/")[0::2])
+    if not (kafka_sink or url.startswith(("sqlite:///", "postgresql://", "postgres://"))):
         raise SourceOptionError("option startingOffsetsFromSink must be the URL of a "
                                 "TransactionalSink's database (sqlite:///path.db or "
-                                f"postgresql://...), not {url!r}")
+                                "postgresql://...) or a KafkaSink's kafka://BOOTSTRAP/TOPIC, "
+                                f"not {url!r}")
     query_name = (query_name or "default").strip()
     if not query_name:
         raise SourceOptionError("option sinkQueryName must not be empty")

@@ -12,7 +12,8 @@ id in one Kafka transaction; the revenue table stays in the database.
 
 Each query keeps its offsets in its own checkpoint folder under the work directory, so a run
 killed at any point and started again with the same ``--work-dir`` goes on where it stopped,
-without losing or repeating an order. The orders table's own stored offsets are the truth:
+without losing or repeating an order. The orders sink's stored offsets (its marker rows, or
+``KafkaSink``'s marker) are the truth:
 with its checkpoint folder deleted, query "orders" starts right after them
 (``startingOffsetsFromSink``), and a checkpoint that disagrees with them stops the query
 with one sentence. Query "revenue" then recomputes its totals from the earliest offset: its
@@ -154,7 +155,7 @@ def start_queries(spark, settings: PipelineSettings) -> list:
     orders_sink = (orders_kafka_sink(settings) if settings.output_topic else
                    TransactionalSink(settings.sink_url, ORDERS_TABLE, query_name="orders"))
     # Without its checkpoint, query "orders" starts where the sink's stored offsets end.
-    orders_from = {} if settings.output_topic else orders_sink.source_options()
+    orders_from = orders_sink.source_options()
     orders_query = (enriched(source(**orders_from)).writeStream
                     .foreachBatch(orders_sink)
                     .option("checkpointLocation", str(checkpoints / "orders"))

@@ -221,20 +221,27 @@ class OncelogStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvaila
         if sink is None:
             return None
         from .sinks import SinkError, open_database
+        from .sinks.kafka import read_marker
         from .sinks.transactional import read_last_marker
         try:
-            with open_database(sink.url) as db, \
-                    db.translate_errors(f"reading the offsets of query {sink.query_name!r}"):
-                marker = read_last_marker(db, sink.query_name)
+            if sink.url.startswith("kafka://"):
+                bootstrap, _, topic = sink.url[len("kafka://"):].rpartition("/")
+                found = read_marker(bootstrap, topic, sink.query_name)
+                offsets = None if found is None else found.get("end_offsets") or {}
+            else:
+                with open_database(sink.url) as db, \
+                        db.translate_errors(f"reading the offsets of query {sink.query_name!r}"):
+                    stored = read_last_marker(db, sink.query_name)
+                offsets = None if stored is None else stored.end_offsets or {}
         except SinkError as error:
             raise SourceError(f"startingOffsetsFromSink: {str(error).rstrip('.')}") from None
-        if marker is None:
+        if offsets is None:
             return None
-        if marker.end_offsets is None:
-            raise SourceError(f"startingOffsetsFromSink: the sink holds batches of query "
+        if not offsets:
+            raise SourceError(f"startingOffsetsFromSink: the sink holds batches of "
                               f"{sink.query_name!r} but no offsets (its rows had no topic, "
                               "partition and offset columns), so there is no place to resume")
-        return marker.end_offsets
+        return offsets
 
     def _after_sink(self, stored: dict, partitions: list[TopicPartition]) -> Offsets:
         """The sink's offsets for the partitions it knows; earliest for others (nothing of
