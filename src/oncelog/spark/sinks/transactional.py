@@ -191,11 +191,14 @@ def _create_batches_table(db: Database) -> None:
                f"batch_id BIGINT NOT NULL, end_offsets TEXT, row_count BIGINT NOT NULL, "
                f"committed_at {committed_at_type} NOT NULL, spark_batch_id BIGINT, "
                f"start_offsets TEXT, PRIMARY KEY (query_name, batch_id))")
-    # A table made before the sink checked offsets: add what it lacks (inside the batch's
-    # transaction, so two writers cannot both add a column).
+    # A table made before the sink checked offsets: add what it lacks, in the batch's
+    # transaction. SQLite's BEGIN IMMEDIATE serializes every writer; on PostgreSQL writers
+    # of two query names may race here, which IF NOT EXISTS settles.
+    if_not_exists = "IF NOT EXISTS " if db.dialect.name == "postgresql" else ""
     for column, sql_type in (("spark_batch_id", "BIGINT"), ("start_offsets", "TEXT")):
         if not _has_column(db, column):
-            db.execute(f"ALTER TABLE {BATCHES_TABLE} ADD COLUMN {column} {sql_type}")
+            db.execute(f"ALTER TABLE {BATCHES_TABLE} ADD COLUMN {if_not_exists}{column} "
+                       f"{sql_type}")
 
 
 def _has_column(db: Database, column: str) -> bool:
