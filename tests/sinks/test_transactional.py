@@ -40,8 +40,12 @@ def test_a_replayed_batch_id_is_skipped(db_url):
     # even though the rows would not even collide here
     assert sink.write_batch(["id"], [(10,), (11,)], 0, ddl=ddl) is False
     assert sink.write_batch(["id"], [(3,)], 1, ddl=ddl) is True
-    assert sink.write_batch(["id"], [(12,)], 0, ddl=ddl) is False  # older ids too
     assert sink.write_batch(["id"], [(13,)], 1, ddl=ddl) is False
+    # Spark re-runs only its last batch: an older id comes from another checkpoint, and
+    # without offsets it cannot be checked - refused (it used to be skipped with a warning)
+    with pytest.raises(SinkError, match="batch 0 of query 'q' comes after batch 1") as caught:
+        sink.write_batch(["id"], [(12,)], 0, ddl=ddl)
+    assert "\n" not in str(caught.value)
     assert ids(db_url) == [1, 2, 3]
     assert [(batch_id, count) for batch_id, _, count in markers(db_url, "q")] == [(0, 2), (1, 1)]
     assert sink.last_batch_id() == 1
@@ -153,3 +157,42 @@ def test_a_sink_pickles_because_it_holds_no_connection(db_url):
     assert not copy.write_batch(["id"], [(2,)], 0)
     assert copy.write_batch(["id"], [(2,)], 1)
     assert ids(db_url) == [1, 2]
+
+
+def test_a_marker_table_from_before_the_offset_check_gains_its_columns(db_url):
+    """Tables written by earlier versions have no spark_batch_id or start_offsets: the next
+    batch adds them, and the old markers still say where the query stands."""
+    from .tables import is_postgresql
+    old_table = ("CREATE TABLE oncelog_sink_batches (query_name TEXT NOT NULL, batch_id BIGINT "
+                 "NOT NULL, end_offsets TEXT, row_count BIGINT NOT NULL, committed_at "
+                 f"{'TIMESTAMPTZ' if is_postgresql(db_url) else 'TEXT'} NOT NULL, "
+                 "PRIMARY KEY (query_name, batch_id))")
+    sink = TransactionalSink(db_url, "events", query_name="q")
+    ddl = events_ddl(db_url)
+    sink.write_batch(["id"], [], 0, ddl=ddl)  # creates events (and today's marker table)
+    if is_postgresql(db_url):
+        import psycopg
+        with psycopg.connect(db_url, autocommit=True) as connection:
+            connection.execute("DROP TABLE oncelog_sink_batches")
+            connection.execute(old_table)
+            connection.execute("INSERT INTO oncelog_sink_batches VALUES "
+                               "('q', 4, '{\"t\": {\"0\": 9}}', 9, now())")
+    else:
+        import sqlite3
+        with sqlite3.connect(db_url.removeprefix("sqlite:///")) as connection:
+            connection.execute("DROP TABLE oncelog_sink_batches")
+            connection.execute(old_table)
+            connection.execute("INSERT INTO oncelog_sink_batches VALUES "
+                               "('q', 4, '{\"t\": {\"0\": 9}}', 9, 'then')")
+
+    assert sink.last_batch_id() == 4 and sink.committed_offsets() == {"t": {"0": 9}}
+    # offsets taken from rows: a start past them is no proof of a gap, one before them is
+    with pytest.raises(SinkError, match="written again in t-0"):
+        sink.write_batch(["id"], [(1,)], 5, {"t": {"0": 12}}, ddl=ddl,
+                         start_offsets={"t": {"0": 8}})
+    assert sink.write_batch(["id"], [(1,)], 5, {"t": {"0": 12}}, ddl=ddl,
+                            start_offsets={"t": {"0": 10}})
+    assert fetch(db_url, "SELECT batch_id, spark_batch_id, start_offsets FROM "
+                         "oncelog_sink_batches ORDER BY batch_id") == [
+        (4, None, None), (5, 5, '{"t": {"0": 10}}')]
+    assert ids(db_url) == [1]

@@ -37,7 +37,10 @@ def test_a_batch_and_its_replay_are_written_once(spark, spark_broker):
         assert sink.write_batch(df, 0) is False   # Spark's re-run of batch 0 after a crash
         later = spark.createDataFrame([("k50", b"v50", [])], df.schema)
         sink(later, 1)
-        sink(df, 0)                               # an older batch: skipped too
+        # an older batch id cannot be Spark's re-run (that is always the last batch): it is
+        # from another checkpoint, and without offsets it cannot be checked - refused
+        with pytest.raises(SinkError, match="batch 0 of sink .* comes after batch 1"):
+            sink(df, 0)
     finally:
         sink.close()
 

@@ -5,10 +5,12 @@ the crash tests and ``oncelog verify`` kill with ``kill -9`` and start again fro
 checkpoint. Each row keeps the record's key, value (as text), topic, partition and offset.
 
 Sinks (``--sink``): ``sqlite:///path.db`` or ``postgresql://...`` (``TransactionalSink``:
-rows and the batch's end offsets in one transaction), ``files:///folder`` (Spark's
-Parquet file sink, exactly-once through its ``_spark_metadata`` log), or ``kafka://TOPIC``
+rows and the batch's end offsets in one transaction; the source starts from those offsets
+when there is no checkpoint, so a deleted checkpoint folder loses and repeats nothing),
+``files:///folder`` (Spark's Parquet file sink, exactly-once through its ``_spark_metadata``
+log), or ``kafka://TOPIC``
 (``KafkaSink`` on the same broker: each batch's key and value and its batch id in one Kafka
-transaction, sink id = the query name).
+transaction, sink id = the query name; its marker's offsets serve as the database's do).
 
 It prints one line per event on stdout, flushed, so a supervisor can time its faults:
 ``started``, ``batch N writing`` (foreachBatch entered), ``batch N written`` (the sink
@@ -60,6 +62,15 @@ def main(argv: list[str] | None = None) -> int:
               .option("kafka.bootstrap.servers", args.bootstrap)
               .option("subscribe", args.topic)
               .option("startingOffsets", "earliest"))
+    sink_object = None
+    if args.sink.startswith("kafka://"):
+        sink_object = KafkaSink(args.bootstrap, args.sink[len("kafka://"):],
+                                sink_id=args.query_name)
+    elif not args.sink.startswith("files://"):
+        sink_object = TransactionalSink(args.sink, args.table, query_name=args.query_name)
+    if sink_object is not None:
+        # Without a checkpoint (a new or a lost one), start where the sink's offsets end.
+        reader = reader.options(**sink_object.source_options())
     if args.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
     records = reader.load().select(
@@ -70,13 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         writer = write_files(records, args.sink[len("files://"):], args.checkpoint)
     else:
         if args.sink.startswith("kafka://"):
-            # Only key and value: a partition column would choose the output partition.
+            # Only key and value: a partition column would choose the output partition (the
+            # sink reads the batch's offsets from Spark's plan, not from the rows).
             records = records.select("key", "value")
-            kafka_sink = KafkaSink(args.bootstrap, args.sink[len("kafka://"):],
-                                   sink_id=args.query_name)
-            sink = kafka_sink.write_batch       # False: a re-run batch, skipped
+            sink = sink_object.write_batch      # False: a re-run batch, skipped
         else:
-            sink = TransactionalSink(args.sink, args.table, query_name=args.query_name)
+            sink = sink_object
         pause = args.pause_ms / 1000
 
         def write(batch_df, batch_id: int) -> None:

@@ -12,6 +12,12 @@ Options (as in Spark's Kafka source):
 - ``startingTimestamp`` (ms, every partition) or ``startingOffsetsByTimestamp`` (JSON of ms);
   both win over ``startingOffsets``; ``startingOffsetsByTimestampStrategy``: ``error`` (a
   partition with no record at or after the time fails the query) | ``latest``
+- ``startingOffsetsFromSink`` (streaming): the URL of a ``TransactionalSink``'s database
+  (``sqlite:///...``, ``postgresql://...``) or a ``KafkaSink``'s ``kafka://BOOTSTRAP/TOPIC``,
+  and ``sinkQueryName`` (default ``default``) its query name or sink id. A query started without a checkpoint begins exactly where the sink's stored
+  end offsets end (partitions the sink has never seen: earliest); only when the sink holds
+  no batch of that query does ``startingOffsets`` apply. ``TransactionalSink.source_options()``
+  (``KafkaSink.source_options()``) gives both. oncelog's own: Spark's Kafka source has no such option
 - ``endingOffsets`` (batch only): ``latest`` | JSON with -1 for latest; ``endingTimestamp`` /
   ``endingOffsetsByTimestamp`` likewise
 - ``maxOffsetsPerTrigger`` (streaming), ``minPartitions``, ``failOnDataLoss`` (default true),
@@ -53,6 +59,7 @@ _KNOWN = {
     "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger",
     "minpartitions", "failondataloss", "includeheaders", "kafkaconsumer.polltimeoutms",
+    "startingoffsetsfromsink", "sinkqueryname",
     # Spark's own Kafka options that have nothing to tune here, accepted so code ports
     "minoffsetspertrigger", "maxtriggerdelay", "fetchoffset.numretries",
     "fetchoffset.retryintervalms", "groupidprefix", "path",
@@ -92,6 +99,13 @@ class Position:
 
 
 @dataclass(frozen=True)
+class SinkPosition:
+    """``startingOffsetsFromSink``: a sink whose stored offsets say where a new query starts."""
+    url: str
+    query_name: str
+
+
+@dataclass(frozen=True)
 class SourceOptions:
     client_config: dict[str, str]
     subscription: Subscription
@@ -104,6 +118,7 @@ class SourceOptions:
     poll_timeout_ms: int
     timestamp_strategy: str = "error"
     group_id_prefix: str = "spark-kafka-source"
+    starting_from_sink: SinkPosition | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -158,6 +173,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool | None) -> SourceOp
                                             f"{'startingOffsets' if position is starting else 'endingOffsets'} "
                                             "but is not in assign")
 
+    from_sink = _sink_position(options, streaming)
     strategy = options.get("startingoffsetsbytimestampstrategy", "error").lower()
     if strategy not in ("error", "latest"):
         raise SourceOptionError("option startingOffsetsByTimestampStrategy must be error or "
@@ -177,7 +193,31 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool | None) -> SourceOp
         poll_timeout_ms=poll_timeout,
         timestamp_strategy=strategy,
         group_id_prefix=options.get("groupidprefix", "spark-kafka-source"),
+        starting_from_sink=from_sink,
     )
+
+
+def _sink_position(options: dict[str, str], streaming: bool | None) -> SinkPosition | None:
+    url = options.get("startingoffsetsfromsink", "").strip()
+    query_name = options.get("sinkqueryname")
+    if not url:
+        if query_name is not None:
+            raise SourceOptionError("option sinkQueryName needs startingOffsetsFromSink (the "
+                                    "sink's database URL)")
+        return None
+    if streaming is False:
+        raise SourceOptionError("startingOffsetsFromSink is for streaming queries only "
+                                "(spark.readStream)")
+    kafka_sink = url.startswith("kafka://") and all(url[len("kafka://"):].rpartition("/")[0::2])
+    if not (kafka_sink or url.startswith(("sqlite:///", "postgresql://", "postgres://"))):
+        raise SourceOptionError("option startingOffsetsFromSink must be the URL of a "
+                                "TransactionalSink's database (sqlite:///path.db or "
+                                "postgresql://...) or a KafkaSink's kafka://BOOTSTRAP/TOPIC, "
+                                f"not {url!r}")
+    query_name = (query_name or "default").strip()
+    if not query_name:
+        raise SourceOptionError("option sinkQueryName must not be empty")
+    return SinkPosition(url, query_name)
 
 
 def _subscription(options: dict[str, str]) -> Subscription:

@@ -12,7 +12,12 @@ id in one Kafka transaction; the revenue table stays in the database.
 
 Each query keeps its offsets in its own checkpoint folder under the work directory, so a run
 killed at any point and started again with the same ``--work-dir`` goes on where it stopped,
-without losing or repeating an order. The run ends when every record in the topic is in the
+without losing or repeating an order. The orders sink's stored offsets (its marker rows, or
+``KafkaSink``'s marker) are the truth:
+with its checkpoint folder deleted, query "orders" starts right after them
+(``startingOffsetsFromSink``), and a checkpoint that disagrees with them stops the query
+with one sentence. Query "revenue" then recomputes its totals from the earliest offset: its
+upserts overwrite every country with the full total again. The run ends when every record in the topic is in the
 sink; its report checks that (reading an output topic with ``read_committed``), and that the
 revenue table agrees with the orders.
 """
@@ -126,12 +131,13 @@ def start_queries(spark, settings: PipelineSettings) -> list:
         [(code, region, rate) for code, (region, rate) in sorted(COUNTRIES.items())],
         "country string, region string, eur_rate double")
 
-    def source():
+    def source(**options):
         return (spark.readStream.format("oncelog")
                 .option("kafka.bootstrap.servers", settings.bootstrap)
                 .option("subscribe", settings.topic)
                 .option("startingOffsets", "earliest")
                 .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+                .options(**options)
                 .load())
 
     def enriched(stream):
@@ -148,7 +154,9 @@ def start_queries(spark, settings: PipelineSettings) -> list:
     trigger = f"{settings.trigger_ms} milliseconds"
     orders_sink = (orders_kafka_sink(settings) if settings.output_topic else
                    TransactionalSink(settings.sink_url, ORDERS_TABLE, query_name="orders"))
-    orders_query = (enriched(source()).writeStream
+    # Without its checkpoint, query "orders" starts where the sink's stored offsets end.
+    orders_from = orders_sink.source_options()
+    orders_query = (enriched(source(**orders_from)).writeStream
                     .foreachBatch(orders_sink)
                     .option("checkpointLocation", str(checkpoints / "orders"))
                     .queryName("orders").trigger(processingTime=trigger).start())

@@ -7,7 +7,9 @@ Streaming (``spark.readStream``): Spark's checkpoint holds the offsets. ``initia
 resolves ``startingOffsets`` for a new query; ``latestOffset(start, limit)`` asks the broker
 where each partition ends now, caps it by ``maxOffsetsPerTrigger`` (Spark passes the cap in
 as ``ReadMaxRows``) and by the target fixed at the start of a ``Trigger.AvailableNow`` run;
-``partitions(start, end)`` turns the difference into offset ranges. Nothing depends on
+``partitions(start, end)`` turns the difference into offset ranges. With
+``startingOffsetsFromSink``, ``initialOffset`` starts where the sink's stored end offsets
+end, so a query whose checkpoint was lost goes on exactly after what the sink holds. Nothing depends on
 ``commit`` or ``stop`` being called: after a driver crash Spark re-plans the in-flight batch
 from its offset log with the same start and end, and ``partitions`` gives the same ranges.
 Partitions added to a subscribed topic are read from offset 0, as Spark's source does.
@@ -208,7 +210,46 @@ class OncelogStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvaila
 
     def initialOffset(self) -> dict:
         partitions = self.cluster.partitions()
+        stored = self._sink_offsets()
+        if stored is not None:
+            return to_json(self._after_sink(stored, partitions))
         return to_json(self.resolve(self.options.starting, partitions, "startingOffsets"))
+
+    def _sink_offsets(self) -> dict | None:
+        """The end offsets the sink stored for its query, or None when it holds no batch."""
+        sink = self.options.starting_from_sink
+        if sink is None:
+            return None
+        from .sinks import SinkError, open_database
+        from .sinks.kafka import read_marker
+        from .sinks.transactional import read_last_marker
+        try:
+            if sink.url.startswith("kafka://"):
+                bootstrap, _, topic = sink.url[len("kafka://"):].rpartition("/")
+                found = read_marker(bootstrap, topic, sink.query_name)
+                offsets = None if found is None else found.get("end_offsets") or {}
+            else:
+                with open_database(sink.url) as db, \
+                        db.translate_errors(f"reading the offsets of query {sink.query_name!r}"):
+                    stored = read_last_marker(db, sink.query_name)
+                offsets = None if stored is None else stored.end_offsets or {}
+        except SinkError as error:
+            raise SourceError(f"startingOffsetsFromSink: {str(error).rstrip('.')}") from None
+        if offsets is None:
+            return None
+        if not offsets:
+            raise SourceError(f"startingOffsetsFromSink: the sink holds batches of "
+                              f"{sink.query_name!r} but no offsets (its rows had no topic, "
+                              "partition and offset columns), so there is no place to resume")
+        return offsets
+
+    def _after_sink(self, stored: dict, partitions: list[TopicPartition]) -> Offsets:
+        """The sink's offsets for the partitions it knows; earliest for others (nothing of
+        theirs reached the sink, so nothing may be skipped)."""
+        known = {tp: int(stored[tp[0]][str(tp[1])]) for tp in partitions
+                 if str(tp[1]) in stored.get(tp[0], {})}
+        unknown = [tp for tp in partitions if tp not in known]
+        return {**known, **self.cluster.earliest(unknown)}
 
     def getDefaultReadLimit(self):
         if self.options.max_offsets_per_trigger:

@@ -1,7 +1,8 @@
 """Exactly-once sinks for Structured Streaming: database transactions, upserts, files, Kafka.
 
-- ``TransactionalSink`` (``transactional``) - each micro-batch and a marker row (batch id, end
-  offsets) commit in one transaction; a batch Spark re-runs after a crash is skipped.
+- ``TransactionalSink`` (``transactional``) - each micro-batch and a marker row (batch id, start
+  and end offsets) commit in one transaction; a batch Spark re-runs after a crash is skipped,
+  and one that does not start where the stored offsets end is refused (``positions``).
 - ``UpsertSink`` (``upsert``) - ``INSERT ... ON CONFLICT DO UPDATE`` by primary key, so a
   re-run batch rewrites the same rows.
 - ``KafkaSink`` (``kafka``) - each micro-batch's records and its batch id (the metadata of a

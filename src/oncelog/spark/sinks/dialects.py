@@ -69,6 +69,10 @@ class Dialect:
     def table_exists_query(self, table: str) -> tuple[str, tuple]:
         raise NotImplementedError
 
+    def column_exists_query(self, table: str, column: str) -> tuple[str, tuple]:
+        """A query whose one value is 0 when ``table`` has no column ``column``."""
+        raise NotImplementedError
+
     def lock_query(self, name: str) -> tuple[str, tuple] | None:
         """A statement that serializes writers of ``name`` until the transaction ends."""
         return None
@@ -135,6 +139,9 @@ class SQLiteDialect(Dialect):
     def table_exists_query(self, table: str) -> tuple[str, tuple]:
         return "SELECT max(name) FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
 
+    def column_exists_query(self, table: str, column: str) -> tuple[str, tuple]:
+        return "SELECT count(*) FROM pragma_table_info(?) WHERE name = ?", (table, column)
+
 
 class PostgreSQLDialect(Dialect):
     name = "postgresql"
@@ -161,6 +168,10 @@ class PostgreSQLDialect(Dialect):
 
     def table_exists_query(self, table: str) -> tuple[str, tuple]:
         return "SELECT to_regclass(%s)", (quote_identifier(table),)
+
+    def column_exists_query(self, table: str, column: str) -> tuple[str, tuple]:
+        return ("SELECT count(*) FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = %s AND column_name = %s", (table, column))
 
     def lock_query(self, name: str) -> tuple[str, tuple]:
         digest = hashlib.blake2b(f"oncelog.sink:{name}".encode(), digest_size=8).digest()

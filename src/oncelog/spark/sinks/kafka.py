@@ -17,8 +17,14 @@ skips it. It works against any broker with transactions (oncelog's or Apache Kaf
   batch has the source's ``topic``, ``partition``, ``offset`` columns). The rows and the
   marker become visible together with the commit marker, or not at all.
 - Before writing, the marker is read with OffsetFetch ``require_stable`` (librdkafka asks
-  for stable offsets when ``isolation.level`` is ``read_committed``): a batch whose id is
-  not above the committed one is skipped whole.
+  for stable offsets when ``isolation.level`` is ``read_committed``) and the batch is checked
+  against it as ``TransactionalSink`` does (``positions.decide``): Spark's re-run of the
+  last batch is skipped whole; when the offsets Spark planned are known
+  (``positions.planned_offsets``) they are stored (``start_offsets`` joins the marker) and a
+  batch that does not start where the stored end offsets end is one ``SinkError``, nothing
+  written; without them a batch id below the committed one is refused. A query started
+  with no checkpoint resumes after the marker's end offsets when its source is given
+  ``source_options()`` (``startingOffsetsFromSink=kafka://<bootstrap>/<topic>``).
 
 Columns, as Spark's own ``format("kafka")`` sink takes them: ``value`` (string or binary),
 optional ``key`` (string or binary), ``headers`` (``array<struct<key string, value
@@ -29,9 +35,7 @@ columns (``columns.to_json_text``), and no column but the key is interpreted.
 
 Limits: rows go through the driver (``toLocalIterator``, one Spark partition at a time), so
 throughput is one Python process's - fine for this project's pipelines, not for a cluster's.
-A batch is one transaction, bounded by ``transaction.timeout.ms`` (default 60 s here). The
-sink id and the checkpoint belong together, as ``TransactionalSink``'s query name does: a
-new checkpoint under an old sink id has its batches skipped. Readers must use
+A batch is one transaction, bounded by ``transaction.timeout.ms`` (default 60 s here). Readers must use
 ``read_committed``. The producer is created on the first batch and kept (not pickled).
 """
 
@@ -43,6 +47,7 @@ from typing import Any, Iterator
 
 from .columns import OffsetTracker, to_json_text
 from .errors import SinkError
+from .positions import Batch, Marker, decide, planned_offsets
 from .transactional import merge_offsets
 
 log = logging.getLogger(__name__)
@@ -107,18 +112,16 @@ class KafkaSink:
         batch_id = int(batch_id)
         names = [field.name for field in batch_df.schema.fields]
         encode = self._encoder(batch_df.schema)
+        planned = planned_offsets(batch_df)
         self._connect()
         marker = self._read_marker()
-        last = marker.get("batch_id") if marker else None
-        if last is not None and batch_id <= last:
-            if batch_id < last:
-                log.warning("skipping batch %d of sink %r: batch %d is already committed "
-                            "(was the query restarted from a new checkpoint?)",
-                            batch_id, self.sink_id, last)
+        start_offsets, end_offsets = planned or (None, None)
+        if not decide(_stored(marker), Batch(batch_id, start_offsets, end_offsets),
+                      what=f"sink {self.sink_id!r}"):
             return False
         tracker = OffsetTracker(names)
         try:
-            self._transact(batch_df, batch_id, encode, tracker, marker or {})
+            self._transact(batch_df, batch_id, encode, tracker, marker or {}, planned)
         except BaseException:
             self._abort_quietly()  # e.g. Spark failed mid-batch: nothing of it stays
             self.close()  # the next batch (or the restarted query) starts a fresh producer
@@ -126,7 +129,7 @@ class KafkaSink:
         return True
 
     def _transact(self, batch_df, batch_id: int, encode, tracker: OffsetTracker,
-                  previous: dict) -> None:
+                  previous: dict, planned: tuple | None) -> None:
         from confluent_kafka import KafkaException, TopicPartition
 
         producer = self._producer
@@ -142,7 +145,10 @@ class KafkaSink:
             marker = {"batch_id": batch_id, "batches": int(previous.get("batches", 0)) + 1,
                       "rows": int(previous.get("rows", 0)) + rows,
                       "end_offsets": merge_offsets(previous.get("end_offsets"),
-                                                   tracker.end_offsets())}
+                                                   planned[1] if planned
+                                                   else tracker.end_offsets())}
+            if planned:
+                marker["start_offsets"] = planned[0]
             offsets = [TopicPartition(self.topic, MARKER_PARTITION, batch_id + 1,
                                       metadata=encode_marker(marker))]
             producer.send_offsets_to_transaction(
@@ -227,6 +233,12 @@ class KafkaSink:
         marker = self.last_marker()
         return None if marker is None else marker["batch_id"]
 
+    def source_options(self) -> dict[str, str]:
+        """Options for the ``oncelog`` source: a query started without a checkpoint begins
+        exactly where this sink's marker says its output ends."""
+        return {"startingOffsetsFromSink": f"kafka://{self.bootstrap}/{self.topic}",
+                "sinkQueryName": self.sink_id}
+
     def close(self) -> None:
         """Release the producer and consumer; the next batch creates them again."""
         producer, consumer = self._producer, self._consumer
@@ -285,15 +297,26 @@ class KafkaSink:
         return encode
 
 
+def _stored(marker: dict | None) -> Marker | None:
+    """The marker as ``positions.decide`` reads it; its end offsets are Spark's planned ones
+    when it also has start offsets."""
+    if marker is None:
+        return None
+    return Marker(int(marker["batch_id"]), marker.get("end_offsets"),
+                  exact=marker.get("start_offsets") is not None)
+
+
 def encode_marker(marker: dict) -> str:
     """The marker as compact JSON. Kafka keeps at most ``offset.metadata.max.bytes`` (4096 by
-    default) of metadata: past that the end offsets are dropped - they serve progress
-    reports, while the batch id, which makes the sink exactly-once, always fits."""
+    default) of metadata: past that the offsets are dropped - the sink then checks batch ids
+    only, and a query cannot resume from it without a checkpoint; the batch id, which makes
+    the sink exactly-once across crashes, always fits."""
     text = json.dumps(marker, separators=(",", ":"))
     if len(text.encode()) > METADATA_BYTES_MAX:
-        log.warning("KafkaSink: the end offsets of batch %d take more than %d bytes; "
+        log.warning("KafkaSink: the offsets of batch %d take more than %d bytes; "
                     "they are not kept", marker["batch_id"], METADATA_BYTES_MAX)
-        text = json.dumps({**marker, "end_offsets": None}, separators=(",", ":"))
+        slim = {key: value for key, value in marker.items() if key != "start_offsets"}
+        text = json.dumps({**slim, "end_offsets": None}, separators=(",", ":"))
     return text
 
 

@@ -6,21 +6,37 @@ dies in between, the restarted query runs the same batch id again over the same 
 each batch is written, in ONE transaction, together with a row of ``oncelog_sink_batches``:
 
     query_name TEXT, batch_id BIGINT, end_offsets TEXT (JSON), row_count BIGINT,
-    committed_at (TEXT on SQLite, TIMESTAMPTZ on PostgreSQL), PRIMARY KEY (query_name, batch_id)
+    committed_at (TEXT on SQLite, TIMESTAMPTZ on PostgreSQL), spark_batch_id BIGINT,
+    start_offsets TEXT (JSON), PRIMARY KEY (query_name, batch_id)
 
-and a batch whose id is not above the highest committed one for its query is skipped whole.
+and a batch Spark runs again (the last one committed) is skipped whole.
 Either the rows and their marker are both committed or neither is: a failure anywhere in the
 batch (a constraint, the database, an exception from Spark while rows are read) rolls back.
 
 ``end_offsets`` holds, like Spark's own offset log, the position reached in every partition
 seen so far: the batch's ``{topic: {partition: max(offset) + 1}}`` (when it has the Kafka
-source's ``topic``, ``partition`` and ``offset`` columns) laid over the previous marker's. So
-``committed_offsets()`` is where to resume - e.g. as ``startingOffsets`` for a fresh query.
+source's ``topic``, ``partition`` and ``offset`` columns) laid over the previous marker's,
+unless Spark's own planned offsets are known (below). ``committed_offsets()`` is where to
+resume.
+
+The stored offsets are the truth about where the query stands (``positions`` explains the
+rules). Inside a streaming query the sink reads the start and end offsets Spark planned for
+the batch (``positions.planned_offsets``) and stores those, exactly; each batch must start
+where the last one stored ended, or it is refused with one ``SinkError`` sentence and
+nothing is written: a checkpoint from another query, an older copy of the checkpoint, or a
+table rewound under a running checkpoint would otherwise skip or repeat records. A query
+started with NO checkpoint resumes exactly after the stored offsets when its source is
+given ``source_options()`` (``startingOffsetsFromSink``); Spark numbers its batches from 0
+again, so ``batch_id`` in the table is the sink's own count (Spark's batch id while one
+checkpoint lasts) and ``spark_batch_id`` is Spark's. Two columns came with this:
+``spark_batch_id BIGINT`` and ``start_offsets TEXT`` (NULL when the offsets were taken from
+rows); an older table gets them on its next batch.
 
 Invariants and caveats:
-- The query name and checkpoint belong together: a query restarted from a NEW checkpoint
-  counts batches from 0 again and, under the same name, would have every batch skipped
-  (logged as a warning). Give it a new ``query_name``, or delete that name's markers.
+- The replay Spark runs after a crash has the last batch's Spark id and end offsets: skipped.
+- When the planned offsets are not known (Spark Connect, a source without Kafka offsets,
+  ``write_batch`` without ``start_offsets``) the end offsets come from the rows as above,
+  and only batch ids can be checked: a batch id below the last committed one is refused.
 - Rows are streamed with ``toLocalIterator`` and inserted ``chunk_size`` at a time: the driver
   holds one Spark partition, never the whole batch. A batch is one transaction, so its size
   is bounded by what the database accepts in one.
@@ -31,15 +47,13 @@ Invariants and caveats:
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .columns import Column, OffsetTracker, check_column_names, columns_from_schema, spark_rows
 from .database import Database, open_database, parse_url
 from .errors import SinkError, quote_identifier
-
-log = logging.getLogger(__name__)
+from .positions import Batch, Marker, decide, normalise, planned_offsets
 
 BATCHES_TABLE = "oncelog_sink_batches"
 CHUNK_SIZE = 1000
@@ -68,16 +82,22 @@ class TransactionalSink:
         names = [column.name for column in columns]
         tracker = OffsetTracker(names)
         converters = [self.dialect.converter(column.kind) for column in columns]
+        planned = planned_offsets(batch_df)  # before any row is read: a refusal reads none
         rows = spark_rows(batch_df, converters, tracker.observe if tracker.enabled else None)
         try:
-            self._write(names, rows, batch_id, tracker.end_offsets,
+            self._write(names, rows, batch_id, tracker.end_offsets, planned=planned,
                         create_columns=columns if self.create_table else None)
         finally:
             rows.close()  # a skipped or failed batch releases Spark's local iterator now
 
     def write_batch(self, columns: Sequence[str], rows: Iterable[Sequence[Any]], batch_id: int,
-                    end_offsets: EndOffsets | None = None, *, ddl: str | None = None) -> bool:
+                    end_offsets: EndOffsets | None = None, *, ddl: str | None = None,
+                    start_offsets: EndOffsets | None = None) -> bool:
         """Write ``rows`` as batch ``batch_id`` with its marker; False if already committed.
+
+        With ``start_offsets`` too, ``[start_offsets, end_offsets)`` is the batch's exact
+        input range and is checked against the stored position (module docstring); without,
+        ``end_offsets`` are the rows' own (``max(offset) + 1``).
 
         Without Spark there is no schema to create the table from: it must exist, or ``ddl``
         (run in the same transaction, e.g. ``CREATE TABLE IF NOT EXISTS ...``) must create it.
@@ -86,10 +106,18 @@ class TransactionalSink:
         check_column_names(list(columns))
         adapt = self.dialect.adapt
         adapted = (tuple(adapt(value) for value in row) for row in rows)
-        return self._write(list(columns), adapted, batch_id, lambda: end_offsets, ddl=ddl)
+        planned = None
+        if start_offsets is not None:
+            if end_offsets is None:
+                raise SinkError("start_offsets need end_offsets: together they are the batch's "
+                                "input range.")
+            planned = (normalise(start_offsets), normalise(end_offsets))
+        return self._write(list(columns), adapted, batch_id, lambda: end_offsets, ddl=ddl,
+                           planned=planned)
 
     def _write(self, names: list[str], rows: Iterator[tuple], batch_id: int,
                end_offsets_of: Callable[[], EndOffsets | None], *,
+               planned: tuple[EndOffsets, EndOffsets] | None = None,
                create_columns: list[Column] | None = None, ddl: str | None = None) -> bool:
         batch_id = int(batch_id)
         doing = (f"writing batch {batch_id} of query {self.query_name!r} "
@@ -99,23 +127,25 @@ class TransactionalSink:
             if lock is not None:
                 db.execute(*lock)
             _create_batches_table(db)
-            last_batch_id, previous_offsets = _last_marker(db, self.query_name)
-            if last_batch_id is not None and batch_id <= last_batch_id:
-                if batch_id < last_batch_id:
-                    log.warning("skipping batch %d of query %r: batch %d is already committed "
-                                "(was the query restarted from a new checkpoint?)",
-                                batch_id, self.query_name, last_batch_id)
+            sequence, last = _last_marker(db, self.query_name)
+            start_offsets, planned_end = planned or (None, None)
+            if not decide(last, Batch(batch_id, start_offsets, planned_end),
+                          what=f"query {self.query_name!r}"):
                 return False
             self._prepare_table(db, create_columns, ddl)
             row_count = db.executemany_chunked(db.dialect.insert_sql(self.table, names), rows,
                                                self.chunk_size)
-            offsets = merge_offsets(previous_offsets, end_offsets_of())
+            offsets = merge_offsets(last.end_offsets if last else None,
+                                    planned_end if planned else end_offsets_of())
+            # A new checkpoint counts from 0 again: the sink's own count goes on.
+            sink_batch_id = batch_id if sequence is None or batch_id > sequence else sequence + 1
             p = db.dialect.placeholder
             db.execute(f"INSERT INTO {BATCHES_TABLE} (query_name, batch_id, end_offsets, "
-                       f"row_count, committed_at) VALUES ({p}, {p}, {p}, {p}, "
-                       f"{db.dialect.now_sql})",
-                       (self.query_name, batch_id,
-                        None if offsets is None else json.dumps(offsets), row_count))
+                       f"row_count, committed_at, spark_batch_id, start_offsets) VALUES "
+                       f"({p}, {p}, {p}, {p}, {db.dialect.now_sql}, {p}, {p})",
+                       (self.query_name, sink_batch_id,
+                        None if offsets is None else json.dumps(offsets), row_count, batch_id,
+                        None if start_offsets is None else json.dumps(start_offsets)))
         return True
 
     def _prepare_table(self, db: Database, columns: list[Column] | None, ddl: str | None) -> None:
@@ -128,36 +158,66 @@ class TransactionalSink:
                             "create it, or pass ddl=.")
 
     def last_batch_id(self) -> int | None:
-        """The highest batch id committed for this query, or None if there is none."""
-        return self._read_last_marker()[0]
+        """Spark's id of the last batch committed for this query, or None if there is none."""
+        marker = self._read_last_marker()
+        return None if marker is None else marker.spark_batch_id
 
     def committed_offsets(self) -> EndOffsets | None:
         """The end offsets stored with the last committed batch (see the module docstring)."""
-        return self._read_last_marker()[1]
+        marker = self._read_last_marker()
+        return None if marker is None else marker.end_offsets
 
-    def _read_last_marker(self) -> tuple[int | None, EndOffsets | None]:
+    def source_options(self) -> dict[str, str]:
+        """Options for the ``oncelog`` source: a query started without a checkpoint begins
+        exactly where this sink's stored offsets end (``.options(**sink.source_options())``)."""
+        return {"startingOffsetsFromSink": self.url, "sinkQueryName": self.query_name}
+
+    def _read_last_marker(self) -> Marker | None:
         with open_database(self.url) as db, \
                 db.translate_errors(f"reading the markers of query {self.query_name!r}"):
-            if not db.table_exists(BATCHES_TABLE):
-                return None, None
-            return _last_marker(db, self.query_name)
+            return read_last_marker(db, self.query_name)
+
+
+def read_last_marker(db: Database, query_name: str) -> Marker | None:
+    """The last marker of ``query_name`` in an open database, without changing anything."""
+    if not db.table_exists(BATCHES_TABLE):
+        return None
+    return _last_marker(db, query_name, new_columns=_has_column(db, "spark_batch_id"))[1]
 
 
 def _create_batches_table(db: Database) -> None:
     committed_at_type = db.dialect.types["timestamp"]
     db.execute(f"CREATE TABLE IF NOT EXISTS {BATCHES_TABLE} (query_name TEXT NOT NULL, "
                f"batch_id BIGINT NOT NULL, end_offsets TEXT, row_count BIGINT NOT NULL, "
-               f"committed_at {committed_at_type} NOT NULL, "
-               f"PRIMARY KEY (query_name, batch_id))")
+               f"committed_at {committed_at_type} NOT NULL, spark_batch_id BIGINT, "
+               f"start_offsets TEXT, PRIMARY KEY (query_name, batch_id))")
+    # A table made before the sink checked offsets: add what it lacks, in the batch's
+    # transaction. SQLite's BEGIN IMMEDIATE serializes every writer; on PostgreSQL writers
+    # of two query names may race here, which IF NOT EXISTS settles.
+    if_not_exists = "IF NOT EXISTS " if db.dialect.name == "postgresql" else ""
+    for column, sql_type in (("spark_batch_id", "BIGINT"), ("start_offsets", "TEXT")):
+        if not _has_column(db, column):
+            db.execute(f"ALTER TABLE {BATCHES_TABLE} ADD COLUMN {if_not_exists}{column} "
+                       f"{sql_type}")
 
 
-def _last_marker(db: Database, query_name: str) -> tuple[int | None, EndOffsets | None]:
+def _has_column(db: Database, column: str) -> bool:
+    return db.fetchone(*db.dialect.column_exists_query(BATCHES_TABLE, column))[0] > 0
+
+
+def _last_marker(db: Database, query_name: str,
+                 new_columns: bool = True) -> tuple[int | None, Marker | None]:
+    """(the sink's batch_id, the marker) of the last committed batch, or (None, None)."""
     p = db.dialect.placeholder
-    row = db.fetchone(f"SELECT batch_id, end_offsets FROM {BATCHES_TABLE} "
+    extra = "spark_batch_id, start_offsets" if new_columns else "NULL, NULL"
+    row = db.fetchone(f"SELECT batch_id, end_offsets, {extra} FROM {BATCHES_TABLE} "
                       f"WHERE query_name = {p} ORDER BY batch_id DESC LIMIT 1", (query_name,))
     if row is None:
         return None, None
-    return int(row[0]), None if row[1] is None else json.loads(row[1])
+    sequence = int(row[0])
+    spark_batch_id = sequence if row[2] is None else int(row[2])
+    end_offsets = None if row[1] is None else json.loads(row[1])
+    return sequence, Marker(spark_batch_id, end_offsets, exact=row[3] is not None)
 
 
 def merge_offsets(previous: EndOffsets | None, batch: EndOffsets | None) -> EndOffsets | None:
