@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from ..protocol import messages
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
-from ..verify.proxy import _ADDRESS_APIS, FaultProxy, _read_frame
+from ..verify.proxy import _ADDRESS_APIS, FaultProxy, ThreadedProxy, _read_frame
 
 log = logging.getLogger(__name__)
 
@@ -397,7 +397,7 @@ class _Connection:
         return self.after.pop(correlation_id, [])
 
 
-class WireProxy:
+class WireProxy(ThreadedProxy):
     """A ``WireFaultProxy`` on its own event loop in a daemon thread, for synchronous code;
     a context manager. Fault methods are ``WireFaults``'; ``faults`` is shared with the
     caller (a broker fixture clears it after each test)."""
@@ -405,18 +405,8 @@ class WireProxy:
     def __init__(self, upstream: str, *, faults: WireFaults | None = None,
                  listen: str = "127.0.0.1:0", addresses: dict | None = None) -> None:
         self.faults = faults or WireFaults()
-        self.proxy = WireFaultProxy(upstream, self.faults, listen, addresses)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
-                                        name=f"oncelog-wire-proxy-{upstream}")
-
-    @property
-    def bootstrap(self) -> str:
-        return self.proxy.bootstrap
-
-    @property
-    def stats(self):
-        return self.proxy.stats
+        super().__init__(WireFaultProxy(upstream, self.faults, listen, addresses),
+                         f"oncelog-wire-proxy-{upstream}")
 
     def fail_next(self, *args, **kwargs) -> WireFault:
         return self.faults.fail_next(*args, **kwargs)
@@ -435,25 +425,6 @@ class WireProxy:
 
     def clear(self) -> None:
         self.faults.clear()
-
-    def start(self) -> "WireProxy":
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.proxy.start(), self._loop).result(10)
-        return self
-
-    def stop(self) -> None:
-        if not self._thread.is_alive():
-            return
-        asyncio.run_coroutine_threadsafe(self.proxy.stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
-
-    def __enter__(self) -> "WireProxy":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 @contextlib.contextmanager

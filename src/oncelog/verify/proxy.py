@@ -255,37 +255,24 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes | None:
     return head + await reader.readexactly(size)
 
 
-class ProxyThread:
-    """A ``FaultProxy`` on its own event loop in a daemon thread, for synchronous callers."""
+class ThreadedProxy:
+    """A proxy (anything with async ``start``/``stop``, ``bootstrap`` and ``stats``) on its
+    own event loop in a daemon thread, for synchronous callers; a context manager."""
 
-    def __init__(self, upstream: str, rules: FaultRules | None = None,
-                 listen: str = "127.0.0.1:0",
-                 addresses: dict[tuple[str, int], tuple[str, int]] | None = None) -> None:
-        self.proxy = FaultProxy(upstream, rules, listen, addresses)
+    def __init__(self, proxy, name: str) -> None:
+        self.proxy = proxy
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
-                                        name="fault-proxy")
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name=name)
 
     @property
     def bootstrap(self) -> str:
         return self.proxy.bootstrap
 
     @property
-    def stats(self) -> ProxyStats:
+    def stats(self):
         return self.proxy.stats
 
-    def set_enabled(self, enabled: bool) -> None:
-        self._loop.call_soon_threadsafe(setattr, self.proxy, "enabled", enabled)
-
-    def set_rules(self, rules: FaultRules) -> None:
-        """Replace the rules mid-run and reseed the random source from ``rules.seed``
-        (the verifier's drop-acks fault: its own rate and seed for each window)."""
-        def apply() -> None:
-            self.proxy.rules = rules
-            self.proxy.random = random.Random(rules.seed)
-        self._loop.call_soon_threadsafe(apply)
-
-    def start(self) -> "ProxyThread":
+    def start(self):
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self.proxy.start(), self._loop).result(10)
         return self
@@ -298,11 +285,31 @@ class ProxyThread:
         self._thread.join(10)
         self._loop.close()
 
-    def __enter__(self) -> "ProxyThread":
+    def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class ProxyThread(ThreadedProxy):
+    """A ``FaultProxy`` on its own event loop in a daemon thread, for synchronous callers."""
+
+    def __init__(self, upstream: str, rules: FaultRules | None = None,
+                 listen: str = "127.0.0.1:0",
+                 addresses: dict[tuple[str, int], tuple[str, int]] | None = None) -> None:
+        super().__init__(FaultProxy(upstream, rules, listen, addresses), "fault-proxy")
+
+    def set_enabled(self, enabled: bool) -> None:
+        self._loop.call_soon_threadsafe(setattr, self.proxy, "enabled", enabled)
+
+    def set_rules(self, rules: FaultRules) -> None:
+        """Replace the rules mid-run and reseed the random source from ``rules.seed``
+        (the verifier's drop-acks fault: its own rate and seed for each window)."""
+        def apply() -> None:
+            self.proxy.rules = rules
+            self.proxy.random = random.Random(rules.seed)
+        self._loop.call_soon_threadsafe(apply)
 
 
 class ProxyGroup:
