@@ -71,7 +71,8 @@ def load_latest(directory: Path, max_offset: int) -> tuple[int, list[dict]] | No
         path = snapshot_path(directory, offset)
         try:
             document = json.loads(path.read_text())
-            if (document.get("version") not in READABLE_VERSIONS
+            if (not isinstance(document, dict)
+                    or document.get("version") not in READABLE_VERSIONS
                     or document.get("offset") != offset):
                 raise ValueError("unexpected version or offset")
             return offset, list(document["producers"])
