@@ -20,7 +20,8 @@ import pytest
 from oncelog.broker.process import free_port
 from oncelog.verify.schedule import FaultSchedule
 
-from .verify_run import (command_line, descendants, run_verify, running, stop_run, verify_command,
+from .verify_run import (command_line, descendants, interruptible, run_verify, running, stop_run,
+                         verify_command,
                          wait_for)
 
 
@@ -313,7 +314,7 @@ def test_ctrl_c_stops_every_process_the_run_started(tmp_path, moment):
     log = open(tmp_path / "verify.log", "w+")
     tree: list[int] = []
     verify = subprocess.Popen(verify_command(out, *args), stdout=log, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, preexec_fn=interruptible)
     try:
         if moment == "pipeline running":
             copy_job_log = out / "logs" / "exactly-once-copy-job.log"

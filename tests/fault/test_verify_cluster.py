@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from .test_verify import assert_schedule_played, faults_of
-from .verify_run import (command_line, descendants, run_verify, running, stop_run,
+from .verify_run import (command_line, descendants, interruptible, run_verify, running, stop_run,
                          verify_command, wait_for)
 
 pytestmark = pytest.mark.slow
@@ -102,7 +102,7 @@ def test_ctrl_c_during_a_pause_stops_the_whole_cluster(tmp_path):
     log = open(tmp_path / "verify.log", "w+")
     tree: list[int] = []
     verify = subprocess.Popen(verify_command(out, *args), stdout=log, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, preexec_fn=interruptible)
     try:
         wait_for(lambda: "pause-broker inject" in Path(log.name).read_text(), 90,
                  "a broker to be paused")

@@ -111,3 +111,10 @@ def stop_run(verify: subprocess.Popen, tree: list[int], wait_s: float) -> None:
     for pid in tree:
         if running(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a run a test will interrupt: SIGINT back to its default. A suite
+    started in the background by a non-interactive shell inherits SIGINT ignored, and Python
+    then installs no KeyboardInterrupt handler - the run would never see the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -226,7 +226,7 @@ class OncelogStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvaila
         try:
             if sink.url.startswith("kafka://"):
                 bootstrap, _, topic = sink.url[len("kafka://"):].rpartition("/")
-                found = read_marker(bootstrap, topic, sink.query_name)
+                found = read_marker(bootstrap, topic, sink.query_name, fence=True)
                 offsets = None if found is None else found.get("end_offsets") or {}
             else:
                 with open_database(sink.url) as db, \

@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 
 MARKER_PARTITION = 0
 METADATA_BYTES_MAX = 4096  # Kafka's default offset.metadata.max.bytes
+# how long a resuming query waits for the sink's offsets to be stable before it aborts the
+# transaction a crashed writer left open (see read_marker)
+UNSTABLE_WAIT_S = 3.0
 _FIXED = {"transactional.id", "enable.idempotence", "acks", "bootstrap.servers"}
 
 
@@ -362,19 +365,40 @@ def parse_marker(partition) -> dict | None:
 
 
 def read_marker(bootstrap: str, topic: str, sink_id: str, *,
-                timeout_s: float = 10.0) -> dict | None:
-    """The last committed marker of sink ``sink_id`` writing ``topic``, or None."""
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
+                timeout_s: float = 10.0, fence: bool = False) -> dict | None:
+    """The last committed marker of sink ``sink_id`` writing ``topic``, or None.
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": sink_name(sink_id),
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "logger": quiet_logger()})
+    With ``fence``, a read that stays unstable for a few seconds - a crashed writer of the
+    sink left its transaction open, and its pending marker keeps the group's offsets
+    unstable until the transaction times out - aborts that transaction (an InitProducerId
+    with the sink's ``transactional.id``, as the sink's own first batch does) and reads
+    again. A query resuming from the sink (the source's ``startingOffsetsFromSink``) reads
+    this way: it plans before its sink writes. A stable read fences nobody, so a live sink
+    of the same driver keeps its producer."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+    def committed(wait_s: float):
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": sink_name(sink_id),
+                             "enable.auto.commit": False, "isolation.level": "read_committed",
+                             "logger": quiet_logger()})
+        try:
+            return consumer.committed([TopicPartition(topic, MARKER_PARTITION)],
+                                      timeout=wait_s)[0]
+        finally:
+            consumer.close()
+
     try:
-        committed = consumer.committed([TopicPartition(topic, MARKER_PARTITION)],
-                                       timeout=timeout_s)
+        try:
+            found = committed(min(timeout_s, UNSTABLE_WAIT_S) if fence else timeout_s)
+        except KafkaException as error:
+            if not fence or error.args[0].code() != KafkaError._TIMED_OUT:
+                raise
+            producer = Producer({"bootstrap.servers": bootstrap,
+                                 "transactional.id": sink_name(sink_id),
+                                 "logger": quiet_logger()})
+            producer.init_transactions(timeout_s)
+            found = committed(timeout_s)
     except KafkaException as error:
         raise SinkError(f"cannot read the committed batch of sink {sink_id!r} from "
                         f"{bootstrap}: {error.args[0].str()}.") from None
-    finally:
-        consumer.close()
-    return parse_marker(committed[0])
+    return parse_marker(found)
