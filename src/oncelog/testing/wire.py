@@ -251,34 +251,13 @@ class WireFaultProxy(FaultProxy):
         super().__init__(upstream, listen=listen, addresses=addresses)
         self.faults = faults
 
-    async def _serve(self, client_reader, client_writer) -> None:
-        task = asyncio.current_task()
-        self._tasks.add(task)
-        self.stats.connections += 1
-        try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(
-                self.upstream_host, self.upstream_port)
-        except OSError:
-            client_writer.close()
-            self._tasks.discard(task)
-            return
+    def _directions(self, client_reader, client_writer, upstream_reader, upstream_writer,
+                    cut: asyncio.Event) -> list[asyncio.Task]:
         connection = _Connection(client_writer, upstream_writer)
-        cut = asyncio.Event()
-        directions = [
+        return [
             asyncio.create_task(self._guard(self._requests_of(client_reader, connection), cut)),
             asyncio.create_task(self._guard(self._responses_of(upstream_reader, connection),
                                             cut))]
-        try:
-            await cut.wait()
-        except asyncio.CancelledError:
-            pass
-        finally:
-            for direction in directions:
-                direction.cancel()
-            for writer in (client_writer, upstream_writer):
-                writer.close()
-            await asyncio.gather(*directions, return_exceptions=True)
-            self._tasks.discard(task)
 
     @staticmethod
     async def _guard(coroutine, cut: asyncio.Event) -> None:

@@ -126,12 +126,9 @@ class FaultProxy:
             client_writer.close()
             self._tasks.discard(task)
             return
-        pending: dict[int, tuple[int, int, bool]] = {}  # correlation id -> key, version, drop
         cut = asyncio.Event()
-        directions = [asyncio.create_task(self._requests(client_reader, upstream_writer,
-                                                         pending, cut)),
-                      asyncio.create_task(self._responses(upstream_reader, client_writer,
-                                                          pending, cut))]
+        directions = self._directions(client_reader, client_writer, upstream_reader,
+                                      upstream_writer, cut)
         try:
             await cut.wait()
         except asyncio.CancelledError:
@@ -143,6 +140,15 @@ class FaultProxy:
                 writer.close()
             await asyncio.gather(*directions, return_exceptions=True)
             self._tasks.discard(task)
+
+    def _directions(self, client_reader, client_writer, upstream_reader, upstream_writer,
+                    cut: asyncio.Event) -> list[asyncio.Task]:
+        """The two tasks that carry one connection's traffic; each sets ``cut`` when its side
+        ends, and ``_serve`` then closes both."""
+        pending: dict[int, tuple[int, int, bool]] = {}  # correlation id -> key, version, drop
+        return [asyncio.create_task(self._requests(client_reader, upstream_writer, pending, cut)),
+                asyncio.create_task(self._responses(upstream_reader, client_writer, pending,
+                                                    cut))]
 
     async def _requests(self, reader, upstream_writer, pending, cut: asyncio.Event) -> None:
         try:
