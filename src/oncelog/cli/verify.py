@@ -42,7 +42,8 @@ class InconclusiveFailure(Failure):
                    "[default: all, or the --control's semantics].")
 @click.option("--faults", "-f", default=None, metavar="LIST",
               help="Faults to inject: kill-broker, kill-consumer, kill-driver, drop-acks, "
-                   "and with --brokers 2 or more kill-leader, pause-broker "
+                   "and with --brokers 2 or more kill-leader, pause-broker, with "
+                   "--spark-master and --semantics exactly-once kill-executor "
                    "(comma-separated), or none: a plain run, reported as such "
                    "[default: kill-broker,kill-consumer,kill-driver,drop-acks, or the "
                    "--control's faults].")
@@ -87,6 +88,12 @@ class InconclusiveFailure(Failure):
               help="What delivers the exactly-once run: the Spark pipeline, or a Kafka "
                    "consume-transform-produce worker into an output topic read with "
                    "read_committed. at-least-once-consumer is --control duplicated.")
+@click.option("--spark-master", default=None, metavar="standalone|spark://HOST:PORT",
+              help="Run the exactly-once stage's Spark copy job on a cluster: standalone "
+                   "starts a Spark standalone master and 2 workers for the run (in "
+                   "--out/spark-cluster) and stops them at the end; spark://HOST:PORT uses "
+                   "yours (oncelog installed on its workers). Needed by kill-executor "
+                   "[default: local[2], no executors].")
 @click.option("--abort-probability", type=float, default=0.2, show_default=True, metavar="P",
               help="Transactional: the chance that a producer aborts a transaction.")
 @click.option("--isolation", type=click.Choice(["read_committed", "read_uncommitted"]),
@@ -95,7 +102,7 @@ class InconclusiveFailure(Failure):
                    "aborted-reads.")
 def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, out_dir, rate,
            producers, partitions, drain_timeout_s, control, exactly_once_stage,
-           abort_probability, isolation) -> None:
+           spark_master, abort_probability, isolation) -> None:
     """Run producers, a broker and a consumer or the PySpark pipeline under seeded faults,
     then report what was lost, duplicated or reordered per semantics."""
     from rich.console import Console
@@ -111,7 +118,8 @@ def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, ou
             semantics=semantics, faults=faults, duration_s=duration_s, seed=seed,
             out_dir=out_dir, bootstrap=bootstrap, brokers=brokers, sink=sink_url, rate=rate,
             producers=producers, partitions=partitions, drain_timeout_s=drain_timeout_s,
-            exactly_once_stage=exactly_once_stage, abort_probability=abort_probability,
+            exactly_once_stage=exactly_once_stage, spark_master=spark_master,
+            abort_probability=abort_probability,
             isolation=isolation, control=control)
         schedule = preflight(scenario)
     except BadInput as error:
@@ -121,6 +129,10 @@ def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, ou
     names = ", ".join(name.replace("_", "-") for name in scenario.semantics)
     where = (f"; {scenario.brokers} brokers, replication factor "
              f"{scenario.replication_factor}" if scenario.is_cluster else "")
+    if scenario.on_spark_cluster:
+        where += ("; Spark on a standalone cluster of 2 workers started for the run"
+                  if scenario.spark_master == "standalone" else
+                  f"; Spark on {scenario.spark_master}")
     console.print(f"[bold]oncelog verify[/]: {names}; {scenario.duration_s:g} s each; "
                   f"seed {seed}{where}; output in {out_dir}")
     if scenario.control:

@@ -17,17 +17,39 @@ It prints one line per event on stdout, flushed, so a supervisor can time its fa
 committed; Spark has not yet recorded the batch in its commit log) or ``batch N skipped``
 (the Kafka sink found the batch committed already), ``idle`` and ``stopped``.
 ``--pause-ms`` sleeps inside each batch, before and after the write, to widen those windows.
+
+``--master`` connects to a cluster (``spark://HOST:PORT``; the default is ``local[2]``). Then
+the driver's web UI is on (a free port) and the job also prints ``app APP_ID ui URL`` before
+``started``, and after each batch ``batch N executors {...}``: per executor of the
+application (dead ones too, the driver left out; ``spark.status``) the tasks it ran, failed
+and is running, and whether it is alive, cumulative since the application started. That is
+the evidence that the batches were read on the cluster's executors, not in the driver.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
 
 def _say(line: str) -> None:
     print(line, flush=True)
+
+
+def _say_executors(batch_id: int, ui_url: str | None, app_id: str) -> None:
+    """``batch N executors {"0": {"tasks": 12, "failed": 0, "running": 0, "alive": true}}``."""
+    from .status import app_executors
+
+    executors = app_executors(ui_url, app_id) if ui_url else None
+    if executors is None:
+        return  # the UI did not answer this time; the next batch's line is cumulative
+    _say(f"batch {batch_id} executors " + json.dumps({
+        executor.executor_id: {"tasks": executor.tasks, "failed": executor.failed_tasks,
+                               "running": executor.active_tasks, "alive": executor.active,
+                               "host": executor.host}
+        for executor in executors}, separators=(",", ":")))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--table", default="records", help="table for database sinks")
     parser.add_argument("--checkpoint", required=True, help="Spark checkpoint folder")
     parser.add_argument("--query-name", default="copy")
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL, e.g. spark://HOST:PORT (default: local[2])")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None)
     parser.add_argument("--trigger-ms", type=int, default=200)
     parser.add_argument("--pause-ms", type=int, default=0,
@@ -57,7 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     from .session import local_session
     from .sinks import KafkaSink, TransactionalSink, write_files
 
-    spark = local_session(f"oncelog-copy-{args.query_name}")
+    on_cluster = bool(args.master) and not args.master.startswith("local")
+    # On a cluster, the driver's UI (a free port) serves where the tasks ran (spark.status).
+    spark = local_session(f"oncelog-copy-{args.query_name}", master=args.master,
+                          config={"spark.ui.enabled": "true", "spark.ui.port": "0"}
+                          if on_cluster else None)
+    app_id, ui_url = spark.sparkContext.applicationId, spark.sparkContext.uiWebUrl
+    if on_cluster:
+        _say(f"app {app_id} ui {ui_url}")
     reader = (spark.readStream.format("oncelog")
               .option("kafka.bootstrap.servers", args.bootstrap)
               .option("subscribe", args.topic)
@@ -103,11 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     _say("started")
     try:
         busy_at, last_batch = None, None     # idle time counts from the first trigger
+        reported = None                      # the last batch whose executors were printed
         while query.isActive:
             time.sleep(0.2)
             progress, status = query.lastProgress, query.status
             if progress is None:
                 continue
+            if on_cluster and progress["batchId"] != reported:
+                reported = progress["batchId"]
+                _say_executors(reported, ui_url, app_id)
             # Busy while a batch runs or data waits, and when a batch with rows just ended:
             # a long batch is not idleness.
             if (busy_at is None or status["isTriggerActive"] or status["isDataAvailable"]

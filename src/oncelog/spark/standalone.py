@@ -247,7 +247,13 @@ def _get_json(url: str) -> dict | None:
 
 def _executor_pid(executor: dict) -> int | None:
     """The executor's JVM pid: found by its command line (the Worker's page gives none)."""
-    app_id, executor_id = executor.get("appid"), str(executor.get("id"))
+    return executor_pid(str(executor.get("appid", "")), str(executor.get("id")))
+
+
+def executor_pid(app_id: str, executor_id: str) -> int | None:
+    """The pid of application ``app_id``'s executor ``executor_id`` if its JVM runs on this
+    machine (a ``CoarseGrainedExecutorBackend`` with those ids on its command line), else
+    None: an executor on another machine has no pid here."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue

@@ -65,8 +65,9 @@ without idempotence, so a retried batch may land after a later one. The exactly-
 is idempotent, so its order is part of its contract.
 
 **Verdict** (``CheckResult.verdict``): ``broken`` when an anomaly breaks the contract;
-otherwise ``inconclusive`` when the run proved nothing - nothing produced, acknowledged or
-delivered; faults were planned and none of them landed (``landing.py``: nothing dropped, a
+otherwise ``inconclusive`` when the run proved nothing - the runner said so
+(``run_inconclusive_because``: the Spark stage of a ``--spark-master`` run ran no task on an
+executor); nothing produced, acknowledged or delivered; faults were planned and none of them landed (``landing.py``: nothing dropped, a
 kill of a process that was not running, a fault never injected); or a negative control
 (``control``) did not show its anomaly - and ``kept`` only when none of that holds. A run
 with no faults planned (``--faults none``) is a plain run: ``kept`` if clean, its report
@@ -150,6 +151,9 @@ class CheckResult:
     # what the faults did (landing.py); None: not judged (no schedule was given to check)
     fault_outcomes: list[FaultOutcome] | None = None
     control: str | None = None          # a negative control: the anomaly it must show
+    # what the runner saw that the history cannot show: e.g. --spark-master given and no
+    # task of the copy job ran on an executor (runner._spark_evidence); None: nothing
+    run_inconclusive_because: str | None = None
 
     @property
     def faults_requested(self) -> bool | None:
@@ -165,6 +169,8 @@ class CheckResult:
         something, or it broke its contract)."""
         if self.violations:
             return None
+        if self.run_inconclusive_because:
+            return self.run_inconclusive_because
         if self.control is not None and not self.count(self.control):
             return (f"the negative control showed no {self.control.replace('_', ' ')} "
                     "record: the broken configuration was not caught")

@@ -12,6 +12,7 @@ per fault, whether it **landed** and what it did, in one sentence and in numbers
 | ``pause-broker`` | the broker was running when ``SIGSTOP`` hit it | its pid, how long it was paused |
 | ``kill-consumer``, ``kill-driver`` | the stage's process was running when it was killed | its pid, where in its work the kill landed, how long it was down; for the Spark copy job, the batch window (``window``, see ``workloads.delivery``) |
 | ``drop-acks`` | the proxy dropped at least one Produce response | how many |
+| ``kill-executor`` | a live executor JVM of the copy job's application was SIGKILLed (its pid found on this machine) | its pid, executor and application ids, the batch it hit and how many tasks were running on it; from the heal: the executor(s) that replaced it and ran tasks (``replaced_by``, ``replacement_s``), the tasks that died with the killed executor (``lost_tasks``; written batches show they ran again), the first batch written after the kill (``batch_after``); ``recovered`` when both a replacement ran tasks and a batch was written |
 
 A planned fault with no ``inject`` event was **skipped** (not landed). ``verdict`` turns the
 outcomes and the checker's counts into one of ``kept``, ``broken`` and ``inconclusive``
@@ -103,6 +104,8 @@ def _outcome(inject: FaultEvent, heal: FaultEvent | None,
             effect = "dropped nothing" + (f" ({done['note']})" if done.get("note") else "")
         return FaultOutcome(name, at_s, elapsed_s, landed, effect,
                             {"dropped": dropped, "rate": done.get("rate")})
+    if name == "kill-executor":
+        return _executor_outcome(done, healed, heal is not None, at_s, elapsed_s)
     pid = done.get("pid")
     running = bool(done.get("running", pid is not None)) and pid is not None
     detail: dict[str, Any] = {"pid": pid, "running": running}
@@ -141,6 +144,39 @@ def _outcome(inject: FaultEvent, heal: FaultEvent | None,
                    f"within {SEEN_AFTER_S:g} s)" if after else
                    "; no acknowledgement after the restart")
     return FaultOutcome(name, at_s, elapsed_s, True, effect, detail)
+
+
+def _executor_outcome(done: dict, healed: dict, was_healed: bool, at_s: float,
+                      elapsed_s: float | None) -> FaultOutcome:
+    """``kill-executor``: landed when a live executor's JVM was killed (see the table)."""
+    pid = done.get("pid")
+    detail: dict[str, Any] = {key: done.get(key) for key in (
+        "pid", "executor_id", "app_id", "host", "batch", "running_tasks")}
+    detail["running"] = landed = bool(done.get("running")) and pid is not None
+    if not landed:
+        return FaultOutcome("kill-executor", at_s, elapsed_s, False,
+                            done.get("landed") or "no executor was running", detail)
+    effect = (f"kill -9 of executor {done.get('executor_id')} of {done.get('app_id')} "
+              f"(pid {pid}); {done.get('landed')}")
+    if done.get("killed") is False:
+        effect += "; its process had not gone 5 s later"
+    if was_healed:
+        replaced_by = list(healed.get("replaced_by") or [])
+        detail.update(replaced_by=replaced_by, replacement_s=healed.get("replacement_s"),
+                      lost_tasks=healed.get("lost_tasks"), batch_after=healed.get("batch_after"))
+        detail["recovered"] = bool(replaced_by) and healed.get("batch_after") is not None
+        if replaced_by:
+            effect += (f"; executor {', '.join(replaced_by)} came up and ran tasks "
+                       f"{healed.get('replacement_s'):g} s later")
+        else:
+            effect += (f"; no new executor ran tasks within "
+                       f"{healed.get('recover_timeout_s', 0):g} s")
+        if healed.get("lost_tasks"):
+            effect += f"; {healed['lost_tasks']} task(s) died with it"
+        effect += (f"; batch {healed['batch_after']} written after the kill"
+                   if healed.get("batch_after") is not None else
+                   "; no batch written after the kill before the heal gave up")
+    return FaultOutcome("kill-executor", at_s, elapsed_s, True, effect, detail)
 
 
 def describe_window(window: dict[str, Any]) -> str:

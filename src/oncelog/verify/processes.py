@@ -192,6 +192,7 @@ class Children:
         self._children: list[ChildProcess] = []
         self._brokers: list = []
         self._clusters: list = []
+        self._spark_clusters: list = []
 
     def add(self, child: ChildProcess) -> ChildProcess:
         self._children.append(child)
@@ -204,6 +205,11 @@ class Children:
         """A ``LocalCluster``: its brokers, then its ZooKeeper, are stopped last."""
         self._clusters.append(cluster)
 
+    def add_spark_cluster(self, cluster) -> None:
+        """A ``spark.standalone.StandaloneCluster``: stopped (by process group: its Workers
+        take their executors along) after the children, before the brokers."""
+        self._spark_clusters.append(cluster)
+
     def stop_all(self, *, graceful: bool = True) -> int:
         """Stop every child (SIGTERM then SIGKILL, or SIGKILL at once); return how many
         were still running."""
@@ -215,6 +221,9 @@ class Children:
                 child.stop(timeout=5.0)
             else:
                 child.kill()
+        for spark_cluster in reversed(self._spark_clusters):
+            running += sum(1 for worker in spark_cluster.workers if worker.alive())
+            spark_cluster.stop()
         for broker in reversed(self._brokers):
             if broker.process is not None and broker.process.poll() is None:
                 running += 1

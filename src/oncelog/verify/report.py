@@ -128,6 +128,16 @@ def _short(outcome) -> str:
     detail = outcome.detail
     if outcome.name == "drop-acks":
         facts = [f"{detail.get('dropped')} dropped"]
+    elif outcome.name == "kill-executor":
+        facts = [f"pid {detail.get('pid')}", f"executor {detail.get('executor_id')}"]
+        if detail.get("batch") is not None:
+            facts.append(f"batch {detail['batch']}, {detail.get('running_tasks') or 0} "
+                         "task(s) running")
+        if detail.get("replaced_by"):
+            facts.append(f"replaced by {', '.join(detail['replaced_by'])} in "
+                         f"{detail.get('replacement_s'):.1f} s")
+        elif "replaced_by" in detail:
+            facts.append("not replaced")
     else:
         facts = [f"pid {detail.get('pid')}"]
         for key, label in (("down_s", "down"), ("paused_s", "paused")):

@@ -16,6 +16,14 @@ The semantics run one after another (on two cores, a Spark JVM next to two other
 workloads would turn CPU starvation into false alarms) against the same broker, each with
 the same fault schedule.
 
+**A Spark cluster** (``--spark-master``): ``standalone`` starts a ``StandaloneCluster`` of two
+workers (one core each) in ``--out/spark-cluster`` before the first semantics and stops it
+with everything else; ``spark://HOST:PORT`` is checked to answer before anything starts.
+The copy job connects to it (``--master``) and prints, per batch, the tasks each executor
+ran; the run records that in ``runs.exactly_once.spark`` and is *inconclusive* if no task ran
+on an executor (the stage did not really run on the cluster). ``kill-executor``
+(``faults.executor``) kills one of the copy job's executors mid-batch.
+
 **A cluster** (``--brokers N``, N >= 2): the run starts a ``LocalCluster`` - its own
 ZooKeeper and N broker processes - with ``CLUSTER_SETTINGS``; each run's topic gets
 replication factor min(3, N), ``min.insync.replicas=2`` and unclean election off, and the
@@ -54,14 +62,14 @@ from rich.console import Console
 from ..broker.process import BrokerProcess
 from .checker import CheckResult, check
 from .faults import (ClusterTarget, DropAcks, KillBroker, KillClusterBroker, KillDelivery,
-                     KillLeader, Nemesis, PauseBroker)
+                     KillExecutor, KillLeader, Nemesis, PauseBroker)
 from .faults.nemesis import MAX_DELAY_S
 from .history import History, HistoryWriter
 from .processes import ChildProcess, Children
 from .progress import HistoryTally, ProgressView, describe_event
 from .proxy import ProxyGroup, ProxyThread
 from .report import ChartUnavailable, results_document, write_chart
-from .scenario import BadInput, RunFailed, Scenario
+from .scenario import STANDALONE, BadInput, RunFailed, Scenario
 from .schedule import FaultSchedule
 from .workloads import producer as producer_worker
 from .workloads import transform as transform_worker
@@ -104,6 +112,8 @@ def preflight(scenario: Scenario) -> FaultSchedule:
         _check_zookeeper()
     if scenario.bootstrap is not None:
         _check_reachable(scenario.bootstrap)
+    if scenario.on_spark_cluster and scenario.spark_master != STANDALONE:
+        _check_spark_master(scenario)
     _prepare_out(scenario)
     return schedule
 
@@ -117,6 +127,43 @@ def _check_spark() -> None:
     if shutil.which("java") is None and not (java_home and Path(java_home, "bin", "java").exists()):
         raise BadInput("exactly-once runs the PySpark pipeline, which needs Java 17 or later "
                        "on the PATH (or JAVA_HOME)")
+
+
+def _check_spark_master(scenario: Scenario) -> None:
+    """A user's ``spark://`` master answers; with ``kill-executor``, it is on this machine
+    (the fault kills an executor's JVM by its pid, which a remote worker's is not)."""
+    addresses = [part.rpartition(":") for part in scenario.spark_master[len("spark://"):]
+                 .split(",")]
+    for host, _, port in addresses:
+        try:
+            with socket.create_connection((host, int(port)), timeout=3.0):
+                pass
+        except OSError as error:
+            reason = error.strerror or str(error) or type(error).__name__
+            raise BadInput(f"cannot reach the Spark master at {host}:{port}: {reason}") from None
+    if "kill-executor" in scenario.faults:
+        remote = [host for host, _, _ in addresses if not _is_this_machine(host)]
+        if remote:
+            raise BadInput(f"kill-executor kills an executor's JVM by its pid, which works "
+                           f"only when the Spark workers run on this machine, and "
+                           f"{remote[0]} is another one; drop kill-executor or use "
+                           "--spark-master standalone")
+
+
+def _is_this_machine(host: str) -> bool:
+    """Whether ``host`` resolves to an address of this machine (one we can bind to)."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    for family, _, _, _, address in infos:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.bind((address[0], 0))
+            return True
+        except OSError:
+            continue
+    return False
 
 
 def _check_zookeeper() -> None:
@@ -159,7 +206,7 @@ def _prepare_out(scenario: Scenario) -> None:
         probe.unlink()
         for name in ("result.json", "chart.png", "schedule.json"):
             (out / name).unlink(missing_ok=True)
-        for folder in ("history", "logs", "broker", "cluster"):
+        for folder in ("history", "logs", "broker", "cluster", "spark-cluster"):
             if (out / folder).is_dir():
                 shutil.rmtree(out / folder)
     except OSError as error:
@@ -247,6 +294,8 @@ class Runner:
         self.children = Children()
         self.broker: BrokerProcess | None = None
         self.cluster = None  # a LocalCluster with --brokers 2 or more
+        self.spark_cluster = None  # a StandaloneCluster with --spark-master standalone
+        self.spark_master: str | None = scenario.spark_master  # the URL the copy job gets
         self._proxies: list[ProxyThread | ProxyGroup] = []
         self.view: ProgressView | None = None
 
@@ -258,6 +307,7 @@ class Runner:
         self.view = ProgressView(self.console)
         try:
             bootstrap = self._start_broker()
+            self._start_spark_cluster()
             for semantics in self.scenario.semantics:
                 result, run = self._run_semantics(semantics, bootstrap)
                 outcome.results.append(result)
@@ -324,6 +374,22 @@ class Runner:
                             f"log {broker.log_path}")
         return self.cluster.bootstrap
 
+    def _start_spark_cluster(self) -> None:
+        if self.scenario.spark_master != STANDALONE:
+            return
+        from ..spark.standalone import SparkClusterError, StandaloneCluster
+        self.spark_cluster = StandaloneCluster(self.out / "spark-cluster", workers=2)
+        self.children.add_spark_cluster(self.spark_cluster)  # stopped even half-started
+        try:
+            self.spark_cluster.start()
+        except SparkClusterError as error:
+            raise RunFailed(f"the Spark standalone cluster did not start: {error}") from None
+        self.spark_master = self.spark_cluster.master_url
+        workers = ", ".join(f"pid {worker.pid}" for worker in self.spark_cluster.workers)
+        self.view.event(f"Spark master pid {self.spark_cluster.master.pid} on "
+                        f"{self.spark_master} (UI {self.spark_cluster.master_ui}), workers "
+                        f"{workers}; logs in {self.spark_cluster.directory}")
+
     def _run_semantics(self, semantics: str, bootstrap: str) -> tuple[CheckResult, dict]:
         return _SemanticsRun(self, semantics, bootstrap).execute()
 
@@ -388,6 +454,7 @@ class _SemanticsRun:
         self._stop_producers(producers)
         self.details["drain_s"] = self._drain()
         stage.stop()
+        unproved = self._spark_evidence(stage)
         if proxy is not None:
             self.details["proxy_dropped_responses"] = proxy.stats.dropped_responses
             proxy.stop()
@@ -400,6 +467,7 @@ class _SemanticsRun:
         result = check(History.load(self.history_dir), self.semantics,
                        planned=runner.schedule.faults,
                        control=control.anomaly if control else None)
+        result.run_inconclusive_because = unproved
         result.warnings.extend(self.notes)
         self.counted_at = 0.0
         self._show("checked")
@@ -409,6 +477,18 @@ class _SemanticsRun:
         self.view.event(f"{self.name}: checked, {verdict} ({landed} of "
                         f"{len(result.fault_outcomes or ())} faults landed)")
         return result, self.details
+
+    def _spark_evidence(self, stage) -> str | None:
+        """On a Spark cluster: record where the copy job's tasks ran (``details["spark"]``);
+        the reason the run proved nothing if none ran on an executor."""
+        if not isinstance(stage, PipelineStage) or not self.scenario.on_spark_cluster:
+            return None
+        evidence = stage.executor_evidence()
+        self.details["spark"] = {"master": self.runner.spark_master, **evidence}
+        if evidence["tasks_on_executors"]:
+            return None
+        return (f"--spark-master {self.scenario.spark_master} was given, but no task of the "
+                f"copy job ran on an executor (see {stage.log_path})")
 
     def _create_topic(self) -> None:
         scenario = self.scenario
@@ -469,7 +549,8 @@ class _SemanticsRun:
                                  checkpoint=self.runner.out / self.name / "checkpoint",
                                  log_path=logs / f"{self.name}-copy-job.log",
                                  children=self.runner.children,
-                                 max_offsets_per_trigger=max(1000, int(5 * self.scenario.rate)))
+                                 max_offsets_per_trigger=max(1000, int(5 * self.scenario.rate)),
+                                 master=self.runner.spark_master)
         control = self.scenario.control_of(self.semantics)
         if control is not None:
             self.notes.append(f"deliberately misconfigured (--control {self.scenario.control}, a "
@@ -516,6 +597,8 @@ class _SemanticsRun:
             faults["drop-acks"] = DropAcks(proxy, mode="request" if silent else None, note=(
                 "acks=0: the broker sends no acknowledgements to drop"
                 if self.semantics == "at_most_once" else None))
+        if isinstance(stage, PipelineStage) and self.scenario.on_spark_cluster:
+            faults["kill-executor"] = KillExecutor(stage, seed=self.scenario.seed)
         if isinstance(stage, PipelineStage):
             faults["kill-driver"] = KillDelivery("kill-driver", stage, timed=True)
             faults["kill-consumer"] = KillDelivery(

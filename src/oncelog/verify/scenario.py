@@ -34,6 +34,14 @@ anomaly it claims to find. Each one breaks one semantics' run (the others in ``-
 The two older flags are aliases: ``--exactly-once-stage at-least-once-consumer`` is
 ``--control duplicated`` and ``--isolation read_uncommitted`` is ``--control aborted-reads``.
 
+``spark_master`` is where the exactly-once run's Spark copy job runs: None is ``local[2]``
+(the driver runs every task); ``standalone`` starts a Spark standalone cluster of two
+workers for the run (``spark.standalone.StandaloneCluster``, in ``--out/spark-cluster``)
+and stops it at the end; ``spark://HOST:PORT`` is the user's own cluster, whose workers must
+have oncelog installed. ``kill-executor`` needs one of the last two, and only the
+exactly-once pipeline has executors to kill, so it runs only with ``--semantics
+exactly-once``.
+
 ``brokers`` is how many brokers the run starts: 1 (the default) is today's single broker
 with no ZooKeeper; 2 or more is a ``LocalCluster`` with its own ZooKeeper, which the
 cluster faults (``kill-leader``, ``pause-broker``) need. ``--brokers`` and ``--bootstrap``
@@ -42,12 +50,13 @@ exclude each other: one says which broker to use, the other asks to start some.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .checker import SEMANTICS, TRANSACTIONAL, normalize_semantics
-from .schedule import CLUSTER_FAULTS, FaultSchedule, parse_faults
+from .schedule import CLUSTER_FAULTS, SPARK_CLUSTER_FAULTS, FaultSchedule, parse_faults
 
 __all__ = ["BadInput", "CONTROLS", "Control", "DEFAULT_FAULTS", "EXACTLY_ONCE_STAGES",
            "ISOLATION_LEVELS", "RunFailed", "Scenario"]
@@ -56,6 +65,9 @@ __all__ = ["BadInput", "CONTROLS", "Control", "DEFAULT_FAULTS", "EXACTLY_ONCE_ST
 DEFAULT_FAULTS = ("kill-broker", "kill-consumer", "kill-driver", "drop-acks")
 EXACTLY_ONCE_STAGES = ("pipeline", "transform", "at-least-once-consumer")
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+STANDALONE = "standalone"   # --spark-master standalone: the run starts a cluster of its own
+_LOCAL_MASTER = re.compile(r"^local(\[(\d+|\*)(,\d+)?\])?$")
+_HOST_PORT = re.compile(r"^[^\s:/,]+:\d{1,5}$")
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,7 @@ class Scenario:
     isolation: str = "read_committed"       # transactional: the reader's isolation.level
     control: str | None = None              # a negative control: a key of CONTROLS
     drain_timeout_s: float = 120.0
+    spark_master: str | None = None         # None: local[2]; standalone; spark://HOST:PORT
     broker_settings: dict[str, str] = field(default_factory=lambda: {
         "group.initial.rebalance.delay.ms": "0"})
 
@@ -120,6 +133,10 @@ class Scenario:
         ``semantics``/``faults`` None: not given (all and ``DEFAULT_FAULTS``, or the
         control's own)."""
         control = cls._control(control, options)
+        master = options.get("spark_master")
+        if isinstance(master, str):
+            master = master.strip()
+            options["spark_master"] = STANDALONE if master.lower() == STANDALONE else master
         if semantics is None:
             semantics = CONTROLS[control].semantics if control else "all"
         if faults is None:
@@ -230,7 +247,43 @@ class Scenario:
                 parse_url(self.sink)
             except SinkError as error:
                 raise BadInput(f"--sink: {str(error).rstrip('.')}") from None
+        self._validate_spark_master()
         self.schedule()  # a run too short for its faults fails here
+
+    def _validate_spark_master(self) -> None:
+        master = self.spark_master
+        spark_faults = [name for name in self.faults if name in SPARK_CLUSTER_FAULTS]
+        if master is not None:
+            if master != STANDALONE and not _LOCAL_MASTER.match(master) and not (
+                    master.startswith("spark://") and all(
+                        _HOST_PORT.match(part) for part in master[8:].split(","))):
+                raise BadInput(f"--spark-master takes standalone (a cluster the run starts), "
+                               f"spark://HOST:PORT or local[N], not {master!r}")
+            if not self.runs_pipeline:
+                raise BadInput("--spark-master says where the exactly-once run's Spark "
+                               "pipeline runs; include exactly-once in --semantics, without "
+                               "--exactly-once-stage transform or a control that replaces it")
+        if spark_faults and not self.on_spark_cluster:
+            raise BadInput(f"{spark_faults[0]} kills an executor of a Spark cluster, and in "
+                           "local mode (the default local[2]) the driver runs every task "
+                           "itself: there is no executor to kill; add --spark-master "
+                           "standalone or spark://HOST:PORT")
+        others = [name for name in self.semantics if name != "exactly_once"]
+        if spark_faults and others:
+            raise BadInput(f"{spark_faults[0]} faults the Spark pipeline's executors, which "
+                           f"only the exactly-once run has, not {_prose_list(others)}; add "
+                           "--semantics exactly-once")
+
+    @property
+    def runs_pipeline(self) -> bool:
+        """Whether the exactly-once run is delivered by the Spark copy job."""
+        return ("exactly_once" in self.semantics and self.exactly_once_stage == "pipeline"
+                and self.control_of("exactly_once") is None)
+
+    @property
+    def on_spark_cluster(self) -> bool:
+        """The copy job runs on a Spark cluster (its tasks on executors), not in local mode."""
+        return self.spark_master is not None and not _LOCAL_MASTER.match(self.spark_master)
 
     @property
     def is_cluster(self) -> bool:
@@ -261,3 +314,7 @@ class Scenario:
             from ..spark.sinks.database import hide_password
             data["sink"] = hide_password(self.sink)
         return data
+
+
+def _prose_list(semantics: list[str]) -> str:
+    return " or ".join(name.replace("_", "-") for name in semantics)

@@ -16,6 +16,9 @@ later:
 - ``pause-broker`` (a cluster only) — ``SIGSTOP`` a broker, ``SIGCONT`` it after
   ``duration_s`` (2-9 s: sometimes shorter, sometimes longer than the 5 s ZooKeeper session
   a verify cluster runs with, see ``runner.CLUSTER_SETTINGS``).
+- ``kill-executor`` (a Spark cluster only, ``--spark-master``) — ``kill -9`` an executor of
+  the Spark copy job mid-batch; ``duration_s`` (1-3 s) later, the heal starts watching Spark
+  replace it (``faults.executor``).
 
 Which broker a cluster fault hits is only known when it happens (who leads what by then),
 so it is not in the schedule; a seeded pick among brokers is derived from the seed and the
@@ -43,21 +46,23 @@ from typing import Any, Iterable, Iterator
 
 from .checker import normalize_semantics
 
-__all__ = ["CLUSTER_FAULTS", "FAULTS", "MAX_COUNT", "MIN_GAP_S", "FaultSchedule",
-           "ScheduledFault", "parse_faults", "random_seed"]
+__all__ = ["CLUSTER_FAULTS", "FAULTS", "MAX_COUNT", "MIN_GAP_S", "SPARK_CLUSTER_FAULTS",
+           "FaultSchedule", "ScheduledFault", "parse_faults", "random_seed"]
 
 FAULTS = ("kill-broker", "kill-consumer", "kill-driver", "drop-acks", "kill-leader",
-          "pause-broker")
+          "pause-broker", "kill-executor")
 CLUSTER_FAULTS = ("kill-leader", "pause-broker")  # need a cluster: --brokers 2 or more
+SPARK_CLUSTER_FAULTS = ("kill-executor",)         # need a Spark cluster: --spark-master
 MAX_COUNT = {"kill-broker": 3, "kill-consumer": 3, "kill-driver": 2, "drop-acks": 2,
-             "kill-leader": 3, "pause-broker": 2}
+             "kill-leader": 3, "pause-broker": 2, "kill-executor": 2}
 MIN_GAP_S = 2.0
 WINDOW = (0.15, 0.85)  # faults happen within this fraction of the run
 
 # how long each kind lasts, in milliseconds: (shortest, longest)
 _DURATION_MS = {"kill-broker": (1000, 3000), "kill-consumer": (1000, 3000),
                 "kill-driver": (1000, 3000), "drop-acks": (2000, 5000),
-                "kill-leader": (1000, 3000), "pause-broker": (2000, 9000)}
+                "kill-leader": (1000, 3000), "pause-broker": (2000, 9000),
+                "kill-executor": (1000, 3000)}
 
 
 @dataclass(frozen=True)
@@ -152,8 +157,8 @@ def _validate_name(name: str) -> str:
     normalized = name.strip().lower()
     if normalized not in FAULTS:
         raise ValueError(f"unknown fault {name!r}; valid faults are kill-broker, "
-                         "kill-consumer, kill-driver, drop-acks, kill-leader and "
-                         "pause-broker")
+                         "kill-consumer, kill-driver, drop-acks, kill-leader, "
+                         "pause-broker and kill-executor")
     return normalized
 
 

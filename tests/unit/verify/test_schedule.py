@@ -44,7 +44,8 @@ def test_an_unknown_fault_is_one_sentence_naming_the_valid_ones():
         FaultSchedule.generate(1, ["kill-broker", "unplug-datacenter"], 60, "all")
     message = str(error.value)
     assert message == ("unknown fault 'unplug-datacenter'; valid faults are kill-broker, "
-                       "kill-consumer, kill-driver, drop-acks, kill-leader and pause-broker")
+                       "kill-consumer, kill-driver, drop-acks, kill-leader, pause-broker and "
+                       "kill-executor")
     assert "\n" not in message
 
 

@@ -12,6 +12,7 @@ the run's history (the checker reports them; it never needs them to judge).
 | ``drop-acks`` (``DropAcks``) | the producers' proxy drops a ``rate`` of Produce responses | stop dropping |
 | ``kill-leader`` (``KillLeader``) | ``kill -9`` of the broker leading the most partitions of the run's topic | restart it |
 | ``pause-broker`` (``PauseBroker``) | ``SIGSTOP`` of a seeded broker | ``SIGCONT`` |
+| ``kill-executor`` (``KillExecutor``, ``--spark-master``) | ``kill -9`` of an executor JVM of the Spark copy job, one with tasks running | none: Spark replaces it; heal watches a new executor run tasks and a batch get written |
 
 On a cluster (``--brokers`` 2 or more) ``kill-broker`` is ``KillClusterBroker``, a seeded
 broker of the cluster; the cluster faults live in ``faults.cluster``.
@@ -22,9 +23,10 @@ was written and before Spark recorded it.
 """
 
 from .cluster import ClusterTarget, KillClusterBroker, KillLeader, PauseBroker
+from .executor import KillExecutor
 from .kill import KillBroker, KillDelivery
 from .nemesis import Fault, Nemesis
 from .network import DropAcks
 
 __all__ = ["ClusterTarget", "DropAcks", "Fault", "KillBroker", "KillClusterBroker",
-           "KillDelivery", "KillLeader", "Nemesis", "PauseBroker"]
+           "KillDelivery", "KillExecutor", "KillLeader", "Nemesis", "PauseBroker"]

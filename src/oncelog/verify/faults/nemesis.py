@@ -12,6 +12,10 @@ would keep the pipeline from ever running under faults. The shift keeps the sche
 order, durations, gaps and parameters; only absolute times move, and every event records
 the total shift so far (``delay_s``, so ``elapsed_s ~= at_s + delay_s``). The runner extends
 the workload by the same amount (``delay_s``).
+
+A heal that waits for its target to recover (``kill-executor``'s watches Spark replace the
+executor, for up to 45 s) returns ``shift_s``, how long it waited: the rest of the schedule
+shifts by as much, the same way, so the next fault still comes after its gap.
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ class Nemesis:
                 return
             detail = fault.heal()
             self._open.remove(scheduled)
+            self.delay_s += float(detail.pop("shift_s", 0.0))
         self._log(name, action, {"at_s": scheduled.at_s if action == "inject"
                                  else scheduled.heal_at_s,
                                  "elapsed_s": round(elapsed_s, 3),

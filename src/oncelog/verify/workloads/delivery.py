@@ -29,6 +29,12 @@ Each stage is one child process the faults can kill and restart. ``kill(timed=..
   which ``kill-driver`` kills at once.
 - untimed: ``kill -9`` at once, wherever the process happens to be.
 
+On a Spark cluster (``--spark-master``), the copy job also prints which application it is
+(``app APP_ID ui URL``) and, after each batch, the tasks each of the application's executors
+ran (``batch N executors {...}``); ``PipelineStage.app()`` is the running application (what
+``kill-executor`` needs to find its executors) and ``executor_evidence`` sums those lines
+over every start of the job: the proof that the batches were read on executors.
+
 A stage knows whether it was killed on purpose (``down``), so the runner can tell a fault
 from a process that died on its own (``exited_unexpectedly``), and whether it has recovered
 from its last start (``steady``: a consumer has its partitions; the copy job has written a
@@ -37,10 +43,12 @@ batch), which the nemesis waits for before it kills it again.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
 from pathlib import Path
+from typing import Iterable
 
 from ..processes import ChildProcess, Children
 from . import consumer as consumer_worker
@@ -50,9 +58,11 @@ from . import transform as transform_worker
 from .sinks import DeliveriesTable, PipelineTable, ReadTable, SinkUnavailable
 
 __all__ = ["ConsumerStage", "PipelineStage", "ReaderStage", "TransformStage", "WINDOWS",
-           "batch_window", "last_batch_file"]
+           "batch_window", "executor_evidence", "last_batch_file"]
 
 _WRITTEN = re.compile(r"^batch (\d+) written$")
+_APP = re.compile(r"^app (\S+) ui (\S+)$")
+_EXECUTORS = re.compile(r"^batch (\d+) executors (\{.*\})$")
 
 # where in a micro-batch a kill of the copy job landed (see batch_window)
 WINDOWS = {
@@ -89,6 +99,40 @@ def batch_window(planned: int | None, sink: int | None, committed: int | None) -
         window = "before_sink"
     return {"id": window, "name": WINDOWS[window], "batch": planned, "sink_batch": sink,
             "spark_commit": committed}
+
+
+def executor_evidence(lines: Iterable[str]) -> dict:
+    """Where the copy job's tasks ran, from its ``app ...`` and ``batch N executors {...}``
+    lines over all its starts (each start is a new application; each executors line is
+    cumulative for its application, so the last one counts): per application, the tasks each
+    executor ran; ``tasks_on_executors``, their sum; ``executors_with_tasks``, how many
+    executors ran at least one; ``hosts``, where those executors were."""
+    apps: dict[str, dict[str, dict]] = {}
+    current = None
+    for text in lines:
+        match = _APP.match(text)
+        if match:
+            current = match.group(1)
+            apps.setdefault(current, {})
+            continue
+        match = _EXECUTORS.match(text)
+        if match and current is not None:
+            try:
+                executors = json.loads(match.group(2))
+            except ValueError:
+                continue
+            if isinstance(executors, dict):
+                apps[current] = {str(executor): {"tasks": int(status.get("tasks", 0)),
+                                                 "failed": int(status.get("failed", 0)),
+                                                 "host": status.get("host")}
+                                 for executor, status in executors.items()
+                                 if isinstance(status, dict)}
+    ran = [status for executors in apps.values() for status in executors.values()
+           if status["tasks"] > 0]
+    return {"apps": list(apps), "executors": apps,
+            "tasks_on_executors": sum(status["tasks"] for status in ran),
+            "executors_with_tasks": len(ran),
+            "hosts": sorted({status["host"] for status in ran if status["host"]})}
 
 
 class _Stage:
@@ -319,11 +363,14 @@ class PipelineStage(_Stage):
 
     def __init__(self, *, bootstrap: str, topic: str, sink: PipelineTable, checkpoint: Path,
                  log_path: Path, children: Children, trigger_ms: int = 500,
-                 pause_ms: int = 100, max_offsets_per_trigger: int = 2000) -> None:
+                 pause_ms: int = 100, max_offsets_per_trigger: int = 2000,
+                 master: str | None = None) -> None:
         super().__init__()
         self.sink = sink
         self.checkpoint = Path(checkpoint)
         self.query_name = topic
+        self.master = master
+        self.pause_ms = pause_ms
         self.description = "Spark copy job"
         self.child = children.add(ChildProcess(
             self.description,
@@ -331,8 +378,24 @@ class PipelineStage(_Stage):
                                     table=sink.table, checkpoint=str(checkpoint),
                                     query_name=topic, trigger_ms=trigger_ms,
                                     pause_ms=pause_ms,
-                                    max_offsets_per_trigger=max_offsets_per_trigger),
+                                    max_offsets_per_trigger=max_offsets_per_trigger,
+                                    master=master),
             log_path, watch=True))
+
+    def app(self) -> tuple[str, str] | None:
+        """``(application id, driver UI URL)`` of the running copy job on a cluster; None
+        before it said (or in local mode)."""
+        for line in reversed(self.child.lines):
+            if line.time < self._started_at:
+                return None
+            match = _APP.match(line.text)
+            if match:
+                return match.group(1), match.group(2)
+        return None
+
+    def executor_evidence(self) -> dict:
+        """Where the tasks ran, over every start of the job (``executor_evidence``)."""
+        return executor_evidence(line.text for line in self.child.lines)
 
     def kill(self, *, timed: bool, wait_s: float = 8.0) -> dict:
         pid = self.pid

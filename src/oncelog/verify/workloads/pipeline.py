@@ -15,7 +15,7 @@ __all__ = ["command", "main"]
 
 def command(*, bootstrap: str, topic: str, sink_url: str, table: str, checkpoint: str,
             query_name: str, trigger_ms: int = 500, pause_ms: int = 100,
-            max_offsets_per_trigger: int = 2000) -> list[str]:
+            max_offsets_per_trigger: int = 2000, master: str | None = None) -> list[str]:
     # --pause-ms widens the window between "batch N written" (the sink committed) and
     # Spark's commit log, where kill-driver lands; --max-offsets-per-trigger keeps batches
     # short after a restart, so that window comes round every second or two instead of
@@ -24,7 +24,8 @@ def command(*, bootstrap: str, topic: str, sink_url: str, table: str, checkpoint
             "--bootstrap", bootstrap, "--topic", topic, "--sink", sink_url, "--table", table,
             "--checkpoint", checkpoint, "--query-name", query_name,
             "--trigger-ms", str(trigger_ms), "--pause-ms", str(pause_ms),
-            "--max-offsets-per-trigger", str(max_offsets_per_trigger)]
+            "--max-offsets-per-trigger", str(max_offsets_per_trigger),
+            *(["--master", master] if master else [])]
 
 
 def main(argv: list[str] | None = None) -> int:
