@@ -5,8 +5,8 @@ itself and there is no executor to kill (``scenario`` refuses it). The copy job 
 client-mode driver on this machine; its executors run on the cluster's workers.
 
 **Inject.** Find the copy job's application (its ``app APP_ID ui URL`` line) and, through
-the driver's status REST API (``spark.status``), its live executors. Wait (at most
-``wait_s``) for the job to print ``batch N writing`` - the sink has asked for batch N's
+the driver's status REST API (``spark.status``), its live executors. Unless a batch is
+being written already, wait (at most ``wait_s``) for the job to print ``batch N writing`` - the sink has asked for batch N's
 rows, so its reading tasks are being scheduled - then poll the API for an executor with
 tasks running and SIGKILL its JVM (found by its command line in ``/proc``:
 ``spark.standalone.executor_pid``), so the tasks die with it. If no executor shows a running
@@ -88,8 +88,9 @@ class KillExecutor:
                     "landed": "the copy job was not running on the cluster"}
         app_id, _ = app
         child = self.stage.child
-        line = child.wait_for_line(lambda text: bool(_WRITING.match(text)),
-                                   after=time.monotonic(), timeout=self.wait_s)
+        line = self._batch_in_progress() or child.wait_for_line(
+            lambda text: bool(_WRITING.match(text)), after=time.monotonic(),
+            timeout=self.wait_s)
         batch = int(_WRITING.match(line.text).group(1)) if line is not None else None
         chosen, alive = self._choose(app, scheduled, line)
         if chosen is None:
@@ -120,6 +121,15 @@ class KillExecutor:
         self._killed = {"at": killed_at, "app": app, "executor_id": chosen.executor_id,
                         "known": {executor.executor_id for executor in alive}}
         return {**detail, "pid": pid, "running": True, "killed": gone, "landed": where}
+
+    def _batch_in_progress(self):
+        """The ``batch N writing`` line of a batch not yet written, if one is running now."""
+        for line in reversed(self.stage.child.lines):
+            if _WRITTEN.match(line.text) or line.time < self.stage.started_at:
+                return None
+            if _WRITING.match(line.text):
+                return line
+        return None
 
     def _choose(self, app, scheduled: ScheduledFault, writing):
         """An executor with tasks running, polled until the batch is written; else a seeded

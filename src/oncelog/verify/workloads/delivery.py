@@ -180,6 +180,11 @@ class _Stage:
                                         after=self._started_at - 1e-3, timeout=0) is not None
 
     @property
+    def started_at(self) -> float:
+        """When the process was last started (``time.monotonic()``)."""
+        return self._started_at
+
+    @property
     def steady(self) -> bool:
         """Running, and recovered from its last start: worth a fault."""
         return self.alive and self.printed(self.steady_pattern)
