@@ -66,7 +66,7 @@ class KillExecutor:
         from ...spark.status import app_executors
         if app is None:
             return None
-        return app_executors(app[1], app[0])
+        return app_executors(app[1], app[0], timeout_s=5.0)  # a loaded driver answers late
 
     def ready(self) -> bool:
         if not self.stage.steady:
@@ -135,16 +135,19 @@ class KillExecutor:
         """An executor with tasks running, polled until the batch is written; else a seeded
         one among the live ones. Returns (chosen or None, the live executors)."""
         deadline = time.monotonic() + (self.busy_wait_s if writing is not None else 0.0)
+        answered_by = time.monotonic() + 10.0    # a driver that does not answer: ask again
         alive = []
         while True:
-            alive = sorted((executor for executor in self._executors(app) or ()
-                            if executor.active), key=lambda executor: executor.executor_id)
+            executors = self._executors(app)
+            alive = sorted((executor for executor in executors or () if executor.active),
+                           key=lambda executor: executor.executor_id)
             busy = [executor for executor in alive if executor.active_tasks > 0]
             if busy:
                 return max(busy, key=lambda executor: executor.active_tasks), alive
             written = writing is not None and self.stage.child.wait_for_line(
                 lambda text: bool(_WRITTEN.match(text)), after=writing.time, timeout=0)
-            if written or time.monotonic() >= deadline:
+            unanswered = executors is None and time.monotonic() < answered_by
+            if (written or time.monotonic() >= deadline) and not unanswered:
                 break
             time.sleep(0.05)
         if not alive:
