@@ -5,7 +5,8 @@ Without ``PYSPARK_PYTHON`` pointing at the running interpreter, executors start 
 on a machine whose host name does not resolve to loopback, workers fail to connect back
 ("Python worker failed to connect back"). ``local_session`` sets both, keeps the web UI
 and shuffle partitions small, registers the ``oncelog`` format, and quietens Spark's log.
-With ``master`` it connects to a cluster instead (``standalone`` starts one here).
+With ``master`` it connects to a cluster instead (``oncelog.spark.standalone`` starts one on
+this machine).
 """
 
 from __future__ import annotations
