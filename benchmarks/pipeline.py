@@ -84,6 +84,7 @@ VALUE = b"x" * 100
 PARTITIONS = 3
 LOCAL_MAX_OFFSETS_PER_TRIGGER = 100_000
 CLUSTER_MAX_OFFSETS_PER_TRIGGER = 25_000
+CLUSTER_START_TIMEOUT_S = 180   # JVMs start slowly on a shared 2-core machine
 PLANNING_PARTS = ("latestOffset", "getBatch", "queryPlanning")
 COMMIT_PARTS = ("walCommit", "commitOffsets")
 
@@ -280,11 +281,12 @@ def cluster_session(cluster, executors: int):
     spark = local_session(f"oncelog-bench-{executors}x", master=cluster.master_url, config={
         "spark.executor.cores": "1", "spark.cores.max": str(executors),
         "spark.executor.memory": "512m", "spark.dynamicAllocation.enabled": "false"})
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + CLUSTER_START_TIMEOUT_S
     while registered_executors(spark) < executors:
         if time.monotonic() > deadline:
             raise RuntimeError(f"only {registered_executors(spark)} of {executors} executors "
-                               f"registered in 120 s; see the logs in {cluster.directory}")
+                               f"registered in {CLUSTER_START_TIMEOUT_S} s; see the logs in "
+                               f"{cluster.directory}")
         time.sleep(0.2)
     return spark
 
@@ -304,7 +306,7 @@ def run_cluster(args, bootstrap: str, folder: Path) -> dict:
     cluster = StandaloneCluster(folder / "spark", workers=max(counts), cores_per_worker=1,
                                 memory_per_worker="1g")
     try:
-        cluster.start()
+        cluster.start(timeout_s=CLUSTER_START_TIMEOUT_S)
         print(f"cluster {cluster.master_url}: {max(counts)} workers x 1 core; topic {topic}: "
               f"{records:,} records in {partitions} partitions", flush=True)
         for count in counts:
@@ -403,7 +405,9 @@ def main() -> None:
     sys.path.insert(0, str(HERE.parent / "src"))
     from oncelog.broker.process import BrokerProcess
 
-    # SIGTERM unwinds like Ctrl-C, through the finally blocks that stop what was started
+    # Ctrl-C and SIGTERM unwind through the finally blocks that stop what was started (SIGINT
+    # too: a shell starts a background job with it ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     folder = Path(tempfile.mkdtemp(prefix="oncelog-bench-pipeline-"))
     load_before = load_average()
