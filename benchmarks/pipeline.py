@@ -25,14 +25,16 @@ executor, spread over N Workers (``spark.deploy.spreadOut``), so the application
 N executor JVMs, as N machines would give it; the benchmark waits until N have registered
 (and records their pids) before timing anything. Limiting cores on one cluster, instead of a
 cluster per N, keeps the machine's other load the same for every N. Then per run, back to
-back so that both see the same load: the plain consumer reads the whole topic, and a
-streaming query (Trigger.AvailableNow, ``--max-offsets-per-trigger``, 25,000 here by
-default) reads it from the start into ``TransactionalSink`` (SQLite, a fresh database and
-checkpoint per run). Reported: records/s of each, and sink / plain per run. Rows reach the
-sink through the driver (``toLocalIterator``, one Spark partition at a time), so executors
-add read parallelism only for what runs beside that; on the 2-core machine 4 executors
-cannot beat 2 either: the figure shows how far the sink is from the plain read, and how it
-scales (or does not) with executors.
+back so that all see the same load: the plain consumer reads the whole topic, the source
+reads it into Spark's ``noop`` sink (a batch read: the 8 partitions' tasks run on the N
+executors at once), and a streaming query (Trigger.AvailableNow,
+``--max-offsets-per-trigger``, 25,000 here by default) reads it from the start into
+``TransactionalSink`` (SQLite, a fresh database and checkpoint per run). Reported: records/s
+of each, and sink / plain per run. Rows reach the sink through the driver
+(``toLocalIterator`` runs one job per Spark partition, one after the other), so executors
+cannot make the sink itself parallel; the noop read shows what the source does with them. On
+the 2-core machine 4 executors cannot beat 2 either: the figure shows how far the sink is
+from the plain read, and how it scales (or does not) with executors.
 
 **Per-batch overhead of the source** (both modes, from the streaming sink queries), taken
 from Spark's own progress reports (``query.recentProgress``, ``durationMs`` per batch), so
@@ -207,7 +209,10 @@ def overhead_summary(runs: list[dict]) -> dict:
             "commit_ms": median("commit_ms"), "share": median("share"),
             "partitions_us": median("partitions_us"),
             "trigger_ms": statistics.median(b["duration_ms"].get("triggerExecution", 0)
-                                            for b in batches) if batches else None}
+                                            for b in batches) if batches else None,
+            "parts_ms": {part: statistics.median(b["duration_ms"].get(part, 0) for b in batches)
+                         for part in (*PLANNING_PARTS, "addBatch", *COMMIT_PARTS)}
+            if batches else {}}
 
 
 def spread(values: list[float], fmt: str) -> str:
@@ -333,11 +338,14 @@ def cluster_case(cluster, count: int, args, bootstrap: str, topic: str, folder: 
         runs = []
         for run in range(args.runs):
             plain = plain_consumer_rate(bootstrap, topic, records, partitions)
+            source = source_rate(spark, bootstrap, topic, records)
             sink = sink_run(spark, bootstrap, topic, records, folder, max_offsets)
-            runs.append({"plain": plain, "sink": sink["rate"], "ratio": sink["rate"] / plain,
-                         "seconds": sink["seconds"], "batches": sink["batches"]})
-            print(f"  run {run + 1}: plain {plain:,.0f}/s  sink {sink['rate']:,.0f}/s  "
-                  f"sink/plain {sink['rate'] / plain:.3f}", flush=True)
+            runs.append({"plain": plain, "source": source, "sink": sink["rate"],
+                         "ratio": sink["rate"] / plain, "seconds": sink["seconds"],
+                         "batches": sink["batches"]})
+            print(f"  run {run + 1}: plain {plain:,.0f}/s  source {source:,.0f}/s  "
+                  f"sink {sink['rate']:,.0f}/s  sink/plain {sink['rate'] / plain:.3f}",
+                  flush=True)
     finally:
         spark.stop()
     return {"executors": count, "executor_processes": executors, "cold": cold["rate"],
@@ -351,16 +359,19 @@ def print_cluster_table(cases: list[dict], args, max_offsets: int) -> None:
     table = Table(title=f"Spark standalone, {args.sink_records:,} records of 100 B in "
                         f"{args.partitions} partitions, {max_offsets:,} per batch: medians of "
                         f"{args.runs} runs (min-max)")
-    for column in ("case", "records/s", "sink / plain (per run)", "plain, same runs"):
+    for column in ("case", "records/s", "sink / plain (per run)", "plain, same runs",
+                   "source -> noop, same runs"):
         table.add_column(column, justify="left" if column == "case" else "right")
     for case in cases:
         runs = case["runs"]
         table.add_row(f"source -> SQLite, {case['executors']} executor(s)",
                       spread([r["sink"] for r in runs], ",.0f"),
                       spread([r["ratio"] for r in runs], ".3f"),
-                      spread([r["plain"] for r in runs], ",.0f"))
+                      spread([r["plain"] for r in runs], ",.0f"),
+                      spread([r["source"] for r in runs], ",.0f"))
     all_plain = [r["plain"] for case in cases for r in case["runs"]]
-    table.add_row("plain confluent-kafka consumer (all runs)", spread(all_plain, ",.0f"), "", "")
+    table.add_row("plain confluent-kafka consumer (all runs)", spread(all_plain, ",.0f"), "", "",
+                  "")
     console.print(table)
     print_overhead(console, [(f"{case['executors']} executor(s)", case["overhead"])
                              for case in cases])
