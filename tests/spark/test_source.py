@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -133,6 +134,12 @@ def test_stream_respects_max_offsets_per_trigger_under_available_now(spark, spar
     sizes = [p["numInputRows"] for p in progress if p["numInputRows"]]
     assert sum(sizes) == 1000 and max(sizes) <= 300 and len(sizes) >= 4
     assert sorted(int(r.value) for r in rows) == list(range(1000))
+    # each batch's progress reports where the topic ended (reportLatestOffset), not the
+    # batch's capped end: 1,000 records in all three partitions together
+    for report in progress:
+        latest = report["sources"][0]["latestOffset"]
+        latest = json.loads(latest) if isinstance(latest, str) else latest
+        assert sum(latest[topic].values()) == 1000, report
 
     # A second run on the same checkpoint reads only what came since: nothing twice.
     produce(bootstrap, topic, [str(i).encode() for i in range(1000, 1100)])

@@ -207,6 +207,7 @@ class OncelogStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvaila
         super().__init__(options)
         self.check_topics()
         self._target: Offsets | None = None
+        self._reported: Offsets | None = None  # the broker's ends latestOffset last saw
 
     def initialOffset(self) -> dict:
         partitions = self.cluster.partitions()
@@ -261,7 +262,7 @@ class OncelogStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvaila
 
     def latestOffset(self, start: dict, limit) -> dict:
         begin = from_json(start)
-        latest = self._latest()
+        latest = self._reported = self._latest()
         for tp in sorted(set(begin) - set(latest)):
             if self.options.fail_on_data_loss:
                 raise DataLossError(f"partition {tp[0]}-{tp[1]} is gone (was its topic deleted?)")
@@ -278,7 +279,11 @@ class OncelogStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvaila
         return to_json(end)
 
     def reportLatestOffset(self) -> dict | None:
-        return to_json(self._latest())
+        """The ends ``latestOffset`` just read (Spark asks right after it, for the progress
+        report's ``latestOffset``): one ListOffsets per batch, not two, as Spark's source."""
+        if self._reported is None:
+            self._reported = self._latest()
+        return to_json(self._reported)
 
     def _latest(self) -> Offsets:
         return self.cluster.latest(self.cluster.partitions())
