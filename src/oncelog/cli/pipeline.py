@@ -38,8 +38,14 @@ def pipeline() -> None:
               show_default=True)
 @click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True,
               help="Give up if the sink has not caught up after this many seconds.")
+@click.option("--master", default="local[2]", show_default=True, metavar="URL",
+              help="Where Spark runs: any master URL Spark accepts, e.g. spark://HOST:7077 for "
+                   "a standalone cluster (whose workers need oncelog: see docs/pipeline.md).")
+@click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
+              help="A Spark setting for the run, e.g. spark.submit.pyFiles=oncelog.zip or "
+                   "spark.executor.memory=1g; repeatable.")
 def run(bootstrap, sink_url, output_topic, work_dir, records, rate, topic,
-        max_offsets_per_trigger, timeout) -> None:
+        max_offsets_per_trigger, timeout, master, spark_conf) -> None:
     """Produce orders, enrich and aggregate them on Spark, write them exactly once, report."""
     import sys
 
@@ -52,11 +58,12 @@ def run(bootstrap, sink_url, output_topic, work_dir, records, rate, topic,
         bootstrap=bootstrap or "", sink_url=sink_url or f"sqlite:///{work_dir / 'pipeline.db'}",
         work_dir=work_dir, topic=topic, records=records, rate=rate,
         max_offsets_per_trigger=max_offsets_per_trigger, timeout_s=timeout,
-        output_topic=output_topic)
+        output_topic=output_topic, master=master, spark_conf=parse_conf(spark_conf))
     console = Console()
     if bootstrap:
         from .common import cluster_metadata
         cluster_metadata(bootstrap)      # unreachable: one sentence before Spark starts
+    check_master(master)
     try:
         report = run_pipeline(settings, start_broker=not bootstrap, console=console)
     except PipelineError as error:
@@ -64,3 +71,30 @@ def run(bootstrap, sink_url, output_topic, work_dir, records, rate, topic,
     print_report(console, report)
     if not report.ok:
         sys.exit(1)
+
+
+def parse_conf(settings: tuple[str, ...]) -> dict[str, str]:
+    parsed = {}
+    for setting in settings:
+        name, equals, value = setting.partition("=")
+        if not equals or not name.strip():
+            raise click.BadParameter(f"{setting!r} is not KEY=VALUE", param_hint="--conf")
+        parsed[name.strip()] = value
+    return parsed
+
+
+def check_master(master: str) -> None:
+    """A standalone master that does not answer is one sentence now, not a minute of Spark
+    retrying to register and a Java stack trace."""
+    import socket
+    if not master.startswith("spark://"):
+        return
+    for address in master[len("spark://"):].split(","):     # HA masters: host1:7077,host2:7077
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=5):
+                return
+        except (OSError, ValueError):
+            continue
+    raise Failure(f"cannot reach the Spark master at {master}: is it running? "
+                  f"(docs/pipeline.md, \"On a Spark standalone cluster\", shows how to start one)")

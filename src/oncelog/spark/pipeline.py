@@ -54,6 +54,8 @@ class PipelineSettings:
     trigger_ms: int = 500
     timeout_s: float = 600.0
     output_topic: str | None = None  # orders go to this topic (KafkaSink), not ORDERS_TABLE
+    master: str = "local[2]"         # any master URL Spark accepts, e.g. spark://HOST:7077
+    spark_conf: dict[str, str] = field(default_factory=dict)  # more Spark settings (--conf)
 
 
 @dataclass

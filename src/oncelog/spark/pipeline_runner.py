@@ -51,9 +51,10 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
                           f"transaction per batch)")
         console.print(f"[bold]sink[/] {hide(settings.sink_url)}   [bold]work dir[/] "
                       f"{settings.work_dir}")
-        console.print("starting Spark (local[2]) ...")
+        console.print(f"starting Spark ({settings.master}) ...")
         from .session import local_session
-        spark = local_session("oncelog-pipeline")
+        spark = local_session("oncelog-pipeline", master=settings.master,
+                              config=settings.spark_conf)
         stack.callback(spark.stop)
         generator = Generator(settings.bootstrap, settings.topic, settings.records,
                               settings.rate).start()
