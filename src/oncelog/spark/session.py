@@ -40,6 +40,10 @@ def local_session(app_name: str = "oncelog", *, cores: int = 2,
     config = dict(config or {})
     if master and not master.startswith("local"):
         config.setdefault("spark.executor.memory", "512m")
+        # executors on this machine's workers log as quietly as the driver (a remote
+        # worker without this file falls back to Spark's defaults)
+        config.setdefault("spark.executor.extraJavaOptions",
+                          f"-Dlog4j2.configurationFile={_LOG_CONFIG}")
     builder = (SparkSession.builder.master(master or f"local[{cores}]").appName(app_name)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")

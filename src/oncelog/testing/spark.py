@@ -61,6 +61,9 @@ class SparkDriver:
         return self.process.pid if self.process else None
 
     def start(self) -> "SparkDriver":
+        if self.process is not None and self.process.poll() is None:
+            raise RuntimeError(f"this driver already runs (pid {self.process.pid}); use either "
+                               "start() or a with block, not both")
         stderr = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
         try:
             self.process = subprocess.Popen(
@@ -113,6 +116,9 @@ class SparkDriver:
             self.kill()  # whatever it left in its group
 
     def __enter__(self) -> "SparkDriver":
+        """Start the driver unless ``start()`` already did; the block's end kills it."""
+        if self.process is not None and self.process.poll() is None:
+            return self
         return self.start()
 
     def __exit__(self, *exc) -> None:
