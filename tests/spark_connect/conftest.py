@@ -34,15 +34,27 @@ def connect_server(tmp_path_factory):
 
 @pytest.fixture(scope="package")
 def connect_spark(connect_server):
-    """A Spark Connect client session. PySpark marks the whole process as "connect mode"
-    (``SPARK_CONNECT_MODE_ENABLED``) when it creates one; the mark is taken back at the end so
-    that tests after these, in the same run, get the classic session they ask for."""
+    """A Spark Connect client session, as a user makes one: ``SparkSession.builder.remote``.
+
+    That builder refuses while a classic session runs in the process (SESSION_ALREADY_EXIST),
+    and the session-wide ``spark`` fixture of tests/spark keeps one when the whole suite runs;
+    then the Connect session is built by the class the plain builder would hand it to. PySpark
+    marks the process as "connect mode" (``SPARK_CONNECT_MODE_ENABLED``) for a Connect
+    session; the mark is taken back at the end, for the classic session's sake."""
+    from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     import oncelog.spark
 
     was_marked = "SPARK_CONNECT_MODE_ENABLED" in os.environ
-    spark = SparkSession.builder.remote(connect_server.url).getOrCreate()
+    try:
+        spark = SparkSession.builder.remote(connect_server.url).getOrCreate()
+    except PySparkRuntimeError as error:
+        if error.getCondition() != "SESSION_ALREADY_EXIST":
+            raise
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+        spark = ConnectSession.builder.remote(connect_server.url).getOrCreate()
     try:
         oncelog.spark.register(spark)
         yield spark
