@@ -15,7 +15,6 @@ These tests pin that, and that a replayed batch, a new checkpoint and
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition

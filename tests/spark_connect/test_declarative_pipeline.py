@@ -1,6 +1,6 @@
 """examples/declarative_pipeline run end to end with the real ``spark-pipelines`` command, as
 docs/pipeline.md tells a user to (issue 15): a topic into the streaming table ``events`` and
-the materialized view ``events_per_key`` over it.
+the materialized view ``events_per_key`` over it; and once on the folder's Connect server.
 
 ``spark-pipelines`` starts its own local Spark Connect server (``--remote local``, its
 default) and runs the example's definitions in a Python client; the run processes what the
@@ -52,15 +52,20 @@ def copy_project(tmp_path: Path) -> Path:
 
 
 def run_pipeline(spec: Path, bootstrap: str, topic: str, cwd: Path) -> str:
-    """The documented command; its output, or a failure with it. Killed by process group."""
+    """The documented command; its output, or a failure with it."""
+    return spark_pipelines_run(
+        ["--spec", str(spec), "--conf", "spark.sql.catalogImplementation=hive",
+         "--conf", f"spark.oncelog.bootstrap={bootstrap}",
+         "--conf", f"spark.oncelog.topic={topic}"], cwd)
+
+
+def spark_pipelines_run(args: list[str], cwd: Path) -> str:
+    """``spark-pipelines run ARGS`` in a process group of its own, killed by it at the end."""
     environment = {**os.environ, "PYSPARK_PYTHON": sys.executable,
                    "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     process = subprocess.Popen(
-        [spark_pipelines(), "run", "--spec", str(spec),
-         "--conf", "spark.sql.catalogImplementation=hive",
-         "--conf", f"spark.oncelog.bootstrap={bootstrap}", "--conf", f"spark.oncelog.topic={topic}"],
-        cwd=cwd, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True)
+        [spark_pipelines(), "run", *args], cwd=cwd, env=environment, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         output, _ = process.communicate(timeout=300)
     finally:
@@ -125,3 +130,23 @@ def test_the_example_pipeline_reads_every_record_once_run_after_run(tmp_path, co
     assert len({(row["partition"], row["offset"]) for row in rows}) == len(rows) == 180
     assert materialized_view(warehouse / "events_per_key") == {"a": 50, "b": 50, "c": 50,
                                                                 "d": 30}
+
+
+def test_the_example_pipeline_runs_on_a_running_connect_server(tmp_path, connect_broker,
+                                                               connect_server):
+    """``--remote sc://...``: the pipeline runs on the folder's Connect server, whose
+    warehouse is in its own directory. ``--conf`` does not reach a remote server's session,
+    so the broker and topic go in the spec's ``configuration`` (docs/pipeline.md)."""
+    bootstrap = connect_broker.bootstrap
+    topic = new_topic(bootstrap, partitions=2, prefix="declarative-remote")
+    produce(bootstrap, topic, [f"r-{number}".encode() for number in range(40)], key=b"r")
+    spec = copy_project(tmp_path)
+    spec.write_text(spec.read_text() + "configuration:\n"
+                    f"  spark.oncelog.bootstrap: \"{bootstrap}\"\n"
+                    f"  spark.oncelog.topic: \"{topic}\"\n")
+
+    spark_pipelines_run(["--remote", connect_server.url, "--spec", str(spec)], tmp_path)
+
+    rows = streaming_table(connect_server.directory / "spark-warehouse" / "events")
+    assert sorted(row["value"] for row in rows) == sorted(f"r-{number}" for number in range(40))
+    assert len({(row["partition"], row["offset"]) for row in rows}) == 40

@@ -2,8 +2,10 @@
 
 ``spark-pipelines`` imports this file with ``spark`` (a Spark Connect session) defined; the
 ``oncelog`` format is registered here, in the pipeline's own session. The broker and the
-topic come from Spark confs given on the command line: ``--conf spark.oncelog.bootstrap=...
---conf spark.oncelog.topic=...``.
+topic are the Spark confs ``spark.oncelog.bootstrap`` and ``spark.oncelog.topic``: given on
+the command line (``--conf spark.oncelog.bootstrap=...``) when spark-pipelines starts its
+own server, or in the spec's ``configuration:`` section (which also reaches a server given
+with ``--remote``).
 
 ``events`` is a streaming table: each run of the pipeline reads what arrived since the last
 (its offsets are in the pipeline's storage, as any streaming query's checkpoint) and appends
