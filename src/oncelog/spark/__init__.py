@@ -30,7 +30,7 @@ def register(spark) -> None:
 
     A Spark Connect session (``SparkSession.builder.remote(...)``) registers it the same way,
     on the server; its client is also made to skip the metrics a Python data source sends in
-    command streams, which PySpark up to 4.3 mistakes for errors (``connect_client``)."""
+    command streams, which PySpark 4.3.0 mistakes for errors (``connect_client``)."""
     from .connect_client import is_connect_session, tolerate_metrics_in_command_streams
     from .source import OncelogDataSource
     if is_connect_session(spark):

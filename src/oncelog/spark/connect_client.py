@@ -6,9 +6,10 @@ sends their (empty) updates back to the client as observed metrics named
 ``__python_accumulator__``, together with execution metrics. Ordinary queries handle both.
 ``SparkConnectClient.execute_command_as_iterator`` - the long-lived command streams of
 ``spark-pipelines`` (pipeline events) and of ``StreamingQueryListener`` (listener events) -
-accepts only result dictionaries up to PySpark 4.3 and raises ``UNKNOWN_RESPONSE: Plan
-observed(__python_accumulator__=...)``: ``spark-pipelines run`` dies once the pipeline's
-first flow has run (the server then cancels the run with the closed session).
+accepts only result dictionaries in PySpark 4.3.0 (pinned here) and raises
+``UNKNOWN_RESPONSE: Plan observed(__python_accumulator__=...)``: ``spark-pipelines run``
+dies once the pipeline's first flow has run (the server then cancels the run with the
+closed session).
 
 Apache Spark fixed it in the client (apache/spark#58435, SPARK-59135: the stream yields every
 response and its consumers skip metrics). ``tolerate_metrics_in_command_streams()`` does the
