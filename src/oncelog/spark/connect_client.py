@@ -60,6 +60,7 @@ def tolerate_metrics_in_command_streams() -> bool:
                                         messageParameters={"response": str(response)})
 
     execute_command_as_iterator.__doc__ = original.__doc__
+    execute_command_as_iterator.__wrapped__ = original  # PySpark's own, for tests and undoing
     setattr(execute_command_as_iterator, _PATCHED, True)
     SparkConnectClient.execute_command_as_iterator = execute_command_as_iterator
     log.debug("Spark Connect command streams now skip metrics responses (SPARK-59135)")
