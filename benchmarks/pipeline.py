@@ -40,8 +40,8 @@ from the plain read, and how it scales (or does not) with executors.
 from Spark's own progress reports (``query.recentProgress``, ``durationMs`` per batch), so
 the source runs unchanged:
 - *planning* = ``latestOffset`` + ``getBatch`` + ``queryPlanning``: the source's
-  ``latestOffset(start, limit)`` and ``reportLatestOffset()`` on the driver (each a metadata
-  and a ListOffsets request to the broker, through Spark's Python worker for data sources),
+  ``latestOffset(start, limit)`` on the driver (a metadata and a ListOffsets request to the
+  broker, through Spark's Python worker for data sources; ``reportLatestOffset()`` reuses them),
   Spark's offset bookkeeping for the batch, and its planning of the batch's query.
   The source's ``partitions(start, end)`` is **not** in there: Spark calls it lazily when the
   batch's RDD is built, inside ``addBatch`` (checked with a source that sleeps in each method).

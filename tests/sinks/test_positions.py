@@ -85,3 +85,38 @@ def test_partitions_only_one_side_knows_agree():
     assert compare({"a": {"0": 5, "2": 1}}, {"a": {"0": 6, "2": 0}}) == (["a-0"], ["a-2"])
     assert same_offsets({"a": {"1": 2, "0": 1}}, {"a": {"0": 1, "1": 2}})
     assert not same_offsets({"a": {"0": 1}}, {"a": {"0": 2}})
+
+
+def rows(first: dict, end: dict) -> tuple[dict, dict]:
+    return {"orders": first}, {"orders": end}
+
+
+def test_without_planned_offsets_where_the_rows_lie_decides():
+    """Spark Connect: no plan to read the batch's start from, so the rows' first and last
+    offsets (+1) per partition tell a replay from new records. Before, only batch ids were
+    compared there: a query restarted from the sink's offsets with a new checkpoint counts
+    from 0 again, and its batch with the last marker's id was skipped as a replay - records
+    lost - and any lower id refused although it continued exactly."""
+    from_rows = Marker(3, STORED, exact=False)
+    replay = rows({"0": 4, "1": 15}, {"0": 10, "1": 20})          # every row is held
+    assert decide(from_rows, Batch(3, row_offsets=replay), what=WHAT) is False
+    new = rows({"0": 10, "1": 20}, {"0": 14, "1": 21})
+    assert decide(from_rows, Batch(3, row_offsets=new), what=WHAT) is True
+    assert decide(from_rows, Batch(0, row_offsets=new), what=WHAT) is True
+    # a partition the sink never saw is new too; past the stored end is no proof of a gap
+    assert decide(from_rows, Batch(4, row_offsets=rows({"0": 12, "2": 0}, {"0": 13, "2": 5})),
+                  what=WHAT) is True
+
+
+def test_without_planned_offsets_rows_the_sink_holds_are_refused_unless_a_replay():
+    from_rows = Marker(3, STORED, exact=False)
+    with pytest.raises(SinkError, match="batch 0 of query 'q' starts at offsets orders-0 0, "
+                                        "orders-1 0 .*written again in orders-0, orders-1"):
+        decide(from_rows, Batch(0, row_offsets=rows({"0": 0, "1": 0}, {"0": 10, "1": 20})),
+               what=WHAT)
+    with pytest.raises(SinkError, match="written again in orders-1;"):   # partly held
+        decide(exact(3), Batch(3, row_offsets=rows({"0": 10, "1": 18}, {"0": 12, "1": 25})),
+               what=WHAT)
+    # no rows: nothing can be written twice; Spark's re-run is still skipped
+    assert decide(from_rows, Batch(3, row_offsets=({}, {})), what=WHAT) is False
+    assert decide(from_rows, Batch(1, row_offsets=({}, {})), what=WHAT) is True

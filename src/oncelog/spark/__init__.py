@@ -14,6 +14,8 @@ Modules:
 - ``ranges``    one offset range, read on an executor into Arrow record batches
 - ``source``    the Data Source, its batch reader and its stream reader
 - ``session``   a local SparkSession with the settings PySpark's Python workers need
+- ``connect_server``  Spark's Connect server started from the PySpark installation
+- ``connect_client``  a fix to PySpark's Connect client that ``register`` applies (SPARK-59135)
 - ``sinks``     exactly-once sinks: files, database transaction with offsets, upserts
 - ``pipeline``  the example pipeline ``oncelog pipeline run`` runs
 """
@@ -24,8 +26,15 @@ SOURCE_NAME = "oncelog"
 
 
 def register(spark) -> None:
-    """Register the ``oncelog`` format with this SparkSession (once per session)."""
+    """Register the ``oncelog`` format with this SparkSession (once per session).
+
+    A Spark Connect session (``SparkSession.builder.remote(...)``) registers it the same way,
+    on the server; its client is also made to skip the metrics a Python data source sends in
+    command streams, which PySpark 4.3.0 mistakes for errors (``connect_client``)."""
+    from .connect_client import is_connect_session, tolerate_metrics_in_command_streams
     from .source import OncelogDataSource
+    if is_connect_session(spark):
+        tolerate_metrics_in_command_streams()
     spark.dataSource.register(OncelogDataSource)
 
 

@@ -22,7 +22,9 @@ skips it. It works against any broker with transactions (oncelog's or Apache Kaf
   last batch is skipped whole; when the offsets Spark planned are known
   (``positions.planned_offsets``) they are stored (``start_offsets`` joins the marker) and a
   batch that does not start where the stored end offsets end is one ``SinkError``, nothing
-  written; without them a batch id below the committed one is refused. A query started
+  written; without them (Spark Connect) the rows' first and last offsets decide
+  (``positions``, rule 4), and without offset columns a batch id below the committed one
+  is refused. A query started
   with no checkpoint resumes after the marker's end offsets when its source is given
   ``source_options()`` (``startingOffsetsFromSink=kafka://<bootstrap>/<topic>``).
 
@@ -47,7 +49,7 @@ from typing import Any, Iterator
 
 from .columns import OffsetTracker, to_json_text
 from .errors import SinkError
-from .positions import Batch, Marker, decide, planned_offsets
+from .positions import Batch, Marker, decide, planned_offsets, row_offsets
 from .transactional import merge_offsets
 
 log = logging.getLogger(__name__)
@@ -116,10 +118,12 @@ class KafkaSink:
         names = [field.name for field in batch_df.schema.fields]
         encode = self._encoder(batch_df.schema)
         planned = planned_offsets(batch_df)
+        # no plan to read (Spark Connect): where the rows lie decides (positions, rule 4)
+        seen = row_offsets(batch_df) if planned is None else None
         self._connect()
         marker = self._read_marker()
         start_offsets, end_offsets = planned or (None, None)
-        if not decide(_stored(marker), Batch(batch_id, start_offsets, end_offsets),
+        if not decide(_stored(marker), Batch(batch_id, start_offsets, end_offsets, seen),
                       what=f"sink {self.sink_id!r}"):
             return False
         tracker = OffsetTracker(names)

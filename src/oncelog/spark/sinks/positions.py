@@ -12,7 +12,8 @@ makes that truth authoritative:
   query is found by the ``sql.streaming.queryId`` local property Spark sets on the thread
   that runs the batch. Anything unexpected (Spark Connect, no such query, several sources
   reading one topic, another Spark version's internals) gives None, and the sinks fall back
-  to the offsets seen in the rows (``columns.OffsetTracker``) - never a failed batch.
+  to the offsets seen in the rows (``columns.OffsetTracker`` for the end offsets they store,
+  ``row_offsets`` for the check, rule 4 below) - never a failed batch.
 - ``decide(...)``: given the last committed marker and the batch, write it, skip it (Spark
   re-running the last batch after a crash), or raise one ``SinkError`` sentence when the
   batch does not continue where the sink stands: a gap (records the sink never received
@@ -29,8 +30,17 @@ from batch 0 again. Offsets can. Rules, with S the sink's stored end offsets and
    When S was taken from rows (``exact`` false: no planned offsets were known when it was
    written) it may lag behind Spark's end by offsets that gave no row (transaction markers,
    compacted or filtered records), so only start < S (an overlap) is then an error;
-4. start unknown: a batch id below the last one committed cannot be a replay (Spark re-runs
-   only its last batch), so it is the error too; a higher one is written.
+4. start unknown but the rows' offsets known (``row_offsets``: each partition's first and
+   last offset in the batch, one small aggregation; Spark Connect, where no plan can be
+   read): rows all below S are a replay when the batch has the last marker's Spark id
+   (skip), else an overlap (the error); rows all at or past S (or in partitions S does not
+   know) are new: write, whatever the batch id - a query restarted from the sink's offsets
+   with a new checkpoint counts from 0 again, even up to the last marker's id, so ids alone
+   would skip its records; some rows below S and some past it: an overlap, the error.
+   Gaps cannot be seen from rows. A batch without rows writes nothing but its marker: a
+   replay's id is skipped, any other written;
+5. nothing known but batch ids: a batch id below the last one committed cannot be a replay
+   (Spark re-runs only its last batch), so it is the error too; a higher one is written.
 """
 
 from __future__ import annotations
@@ -64,6 +74,8 @@ class Batch:
     spark_batch_id: int
     start_offsets: EndOffsets | None = None
     end_offsets: EndOffsets | None = None
+    # (first offset, last offset + 1) of the batch's rows per partition: for rule 4
+    row_offsets: tuple[EndOffsets, EndOffsets] | None = None
 
 
 def decide(last: Marker | None, batch: Batch, *, what: str) -> bool:
@@ -71,6 +83,9 @@ def decide(last: Marker | None, batch: Batch, *, what: str) -> bool:
     ``what`` names the query or sink in that sentence (e.g. ``query 'orders'``)."""
     if last is None:
         return True
+    if batch.start_offsets is None and batch.row_offsets is not None \
+            and last.end_offsets is not None:
+        return _decide_by_rows(last, batch, what)
     if batch.spark_batch_id == last.spark_batch_id and (
             batch.end_offsets is None or last.end_offsets is None or not last.exact
             or same_offsets(batch.end_offsets, last.end_offsets)):
@@ -92,6 +107,23 @@ def decide(last: Marker | None, batch: Batch, *, what: str) -> bool:
                         "checkpoint, and its offsets are not known to check it against the "
                         "sink's; nothing was written (start the query from the sink's offsets, "
                         "or give it a new name).")
+    return True
+
+
+def _decide_by_rows(last: Marker, batch: Batch, what: str) -> bool:
+    """Rule 4: where the batch's rows lie against the stored end offsets."""
+    first, end = batch.row_offsets
+    if not any(end.values()):
+        return batch.spark_batch_id != last.spark_batch_id  # no rows: nothing at stake
+    _, overlaps = compare(last.end_offsets, first)
+    held = all(partition in last.end_offsets.get(topic, {})
+               and offset <= last.end_offsets[topic][partition]
+               for topic, partitions in end.items() for partition, offset in partitions.items())
+    if held and batch.spark_batch_id == last.spark_batch_id:
+        return False  # Spark's re-run of the last batch: every row is held already
+    if overlaps:
+        shown = Batch(batch.spark_batch_id, start_offsets=first)
+        raise SinkError(disagreement(what, shown, last, [], overlaps))
     return True
 
 
@@ -190,6 +222,35 @@ def _planned_offsets(batch_df: Any) -> tuple[EndOffsets, EndOffsets] | None:
     merged_start = {topic: parts for offsets in starts for topic, parts in offsets.items()}
     merged_end = {topic: parts for offsets in ends for topic, parts in offsets.items()}
     return normalise(merged_start), normalise(merged_end)
+
+
+def row_offsets(batch_df: Any) -> tuple[EndOffsets, EndOffsets] | None:
+    """Each partition's first offset and last offset + 1 among the batch's rows, from one
+    aggregation over its ``topic``, ``partition`` and ``offset`` columns; None without them.
+
+    For when ``planned_offsets`` is None (Spark Connect): rule 4 in the module docstring.
+    Only the DataFrame API is used (no ``functions``, which pick classic or Connect by a
+    process-wide flag), so it runs in Connect's foreachBatch worker as in classic PySpark."""
+    if not {"topic", "partition", "offset"} <= set(batch_df.columns):
+        return None
+    try:
+        return _row_offsets(batch_df)
+    except Exception as error:  # columns of other types: batch ids alone decide (rule 5)
+        log.debug("the rows' offsets of the batch are not available: %s", error)
+        return None
+
+
+def _row_offsets(batch_df: Any) -> tuple[EndOffsets, EndOffsets]:
+    rows = (batch_df.selectExpr("topic", "partition", "offset AS first", "offset AS last")
+            .where("topic IS NOT NULL AND partition IS NOT NULL AND offset IS NOT NULL")
+            .groupBy("topic", "partition").agg({"first": "min", "last": "max"})
+            .selectExpr("topic", "partition", "`min(first)`", "`max(last)`").collect())
+    first: EndOffsets = {}
+    end: EndOffsets = {}
+    for topic, partition, low, high in rows:
+        first.setdefault(topic, {})[str(partition)] = int(low)
+        end.setdefault(topic, {})[str(partition)] = int(high) + 1
+    return normalise(first), normalise(end)
 
 
 def _offsets_json(option: Any) -> EndOffsets | None:

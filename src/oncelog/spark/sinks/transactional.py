@@ -35,8 +35,11 @@ rows); an older table gets them on its next batch.
 Invariants and caveats:
 - The replay Spark runs after a crash has the last batch's Spark id and end offsets: skipped.
 - When the planned offsets are not known (Spark Connect, a source without Kafka offsets,
-  ``write_batch`` without ``start_offsets``) the end offsets come from the rows as above,
-  and only batch ids can be checked: a batch id below the last committed one is refused.
+  ``write_batch`` without ``start_offsets``) the end offsets come from the rows as above.
+  Inside a query, the rows' first and last offsets per partition (one aggregation over the
+  batch before it is written) then tell a replay (every row held: skipped) from new
+  records (written, whatever the batch id) and from an overlap (refused); without offset
+  columns only batch ids can be checked: a batch id below the last committed one is refused.
 - Rows are streamed with ``toLocalIterator`` and inserted ``chunk_size`` at a time: the driver
   holds one Spark partition, never the whole batch. A batch is one transaction, so its size
   is bounded by what the database accepts in one.
@@ -53,7 +56,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from .columns import Column, OffsetTracker, check_column_names, columns_from_schema, spark_rows
 from .database import Database, open_database, parse_url
 from .errors import SinkError, quote_identifier
-from .positions import Batch, Marker, decide, normalise, planned_offsets
+from .positions import Batch, Marker, decide, normalise, planned_offsets, row_offsets
 
 BATCHES_TABLE = "oncelog_sink_batches"
 CHUNK_SIZE = 1000
@@ -83,10 +86,13 @@ class TransactionalSink:
         tracker = OffsetTracker(names)
         converters = [self.dialect.converter(column.kind) for column in columns]
         planned = planned_offsets(batch_df)  # before any row is read: a refusal reads none
+        # no plan to read (Spark Connect): where the rows lie decides (positions, rule 4)
+        seen = row_offsets(batch_df) if planned is None else None
         rows = spark_rows(batch_df, converters, tracker.observe if tracker.enabled else None)
         try:
             self._write(names, rows, batch_id, tracker.end_offsets, planned=planned,
-                        create_columns=columns if self.create_table else None)
+                        create_columns=columns if self.create_table else None,
+                        row_offsets=seen)
         finally:
             rows.close()  # a skipped or failed batch releases Spark's local iterator now
 
@@ -118,7 +124,8 @@ class TransactionalSink:
     def _write(self, names: list[str], rows: Iterator[tuple], batch_id: int,
                end_offsets_of: Callable[[], EndOffsets | None], *,
                planned: tuple[EndOffsets, EndOffsets] | None = None,
-               create_columns: list[Column] | None = None, ddl: str | None = None) -> bool:
+               create_columns: list[Column] | None = None, ddl: str | None = None,
+               row_offsets: tuple[EndOffsets, EndOffsets] | None = None) -> bool:
         batch_id = int(batch_id)
         doing = (f"writing batch {batch_id} of query {self.query_name!r} "
                  f"to table {self.table!r}")
@@ -129,7 +136,7 @@ class TransactionalSink:
             _create_batches_table(db)
             sequence, last = _last_marker(db, self.query_name)
             start_offsets, planned_end = planned or (None, None)
-            if not decide(last, Batch(batch_id, start_offsets, planned_end),
+            if not decide(last, Batch(batch_id, start_offsets, planned_end, row_offsets),
                           what=f"query {self.query_name!r}"):
                 return False
             self._prepare_table(db, create_columns, ddl)
