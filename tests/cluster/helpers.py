@@ -60,11 +60,27 @@ def create_topic(cluster: LocalCluster, name: str, partitions: int = 1, replicat
     # Each leader must know it leads: the metadata above may come from another broker, and
     # a leader that has not applied the new partition yet answers UNKNOWN_TOPIC_OR_PARTITION
     # (seen on a loaded machine).
+    # Asked over a socket of its own: librdkafka's metadata may come from any broker it knows.
     leaders = {p.id: p.leader for p in partitions_of(cluster, name).values()}
-    wait_until(lambda: all(partitions_of(cluster, name, node_ids=[leader]).get(index) is not None
-                           and partitions_of(cluster, name, node_ids=[leader])[index].leader
-                           == leader for index, leader in leaders.items()),
+    wait_until(lambda: all(own_leader(cluster, name, index, leader) == leader
+                           for index, leader in leaders.items()),
                what=f"the leaders of {name} leading by their own metadata")
+
+
+def own_leader(cluster: LocalCluster, topic: str, partition: int, node_id: int) -> int:
+    """The leader of ``topic``-``partition`` in broker ``node_id``'s own Metadata answer."""
+    from tests.integration.raw import RawConnection
+    try:
+        with RawConnection(cluster.broker(node_id).bootstrap, timeout=5) as raw:
+            response = raw.request(messages.MetadataRequest(topics=None), 1)
+    except OSError:
+        return -1
+    for found in response.topics:
+        if found.name == topic and found.error_code == 0:
+            for state in found.partitions:
+                if state.partition_index == partition and state.error_code == 0:
+                    return state.leader_id
+    return -1
 
 
 def partitions_of(cluster: LocalCluster, topic: str, node_ids: list[int] | None = None) -> dict:
