@@ -22,14 +22,12 @@ web UI and a small heap.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from ..broker.process import free_port
+from .process_group import ProcessGroup, SparkNotInstalled, spark_environment, spark_home
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
@@ -43,14 +41,13 @@ class ConnectServerStartError(RuntimeError):
     """The server exited or did not answer while starting."""
 
 
-def spark_home() -> Path:
-    """The PySpark installation, which holds ``bin/spark-submit`` and ``jars/``."""
+def connect_home() -> Path:
+    """The Spark installation (``process_group.spark_home``), checked for what the server needs."""
     try:
-        import pyspark
-    except ImportError:
+        home = spark_home()
+    except SparkNotInstalled:
         raise ConnectServerNotInstalled("the Spark Connect server cannot run: PySpark is not "
                                         "installed (pip install 'oncelog[spark]')") from None
-    home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
     if not (home / "bin" / "spark-submit").is_file():
         raise ConnectServerNotInstalled(f"the Spark Connect server cannot run: no "
                                         f"bin/spark-submit in {home}")
@@ -61,12 +58,8 @@ def spark_home() -> Path:
 
 
 def server_environment() -> dict[str, str]:
-    """This process's environment with what the server and its Python workers need."""
-    return {**os.environ,
-            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-            "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
-            "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
-            "SPARK_CONNECT_MODE": "0"}  # as start-connect-server.sh: the server is classic Spark
+    """``spark_environment`` plus, as start-connect-server.sh, a classic Spark server."""
+    return {**spark_environment(), "SPARK_CONNECT_MODE": "0"}
 
 
 class ConnectServer:
@@ -81,7 +74,11 @@ class ConnectServer:
         self.config = dict(config or {})
         self.driver_memory = driver_memory
         self.log_path = Path(log_path) if log_path else self.directory / "connect-server.log"
-        self.process: subprocess.Popen | None = None
+        self.group: ProcessGroup | None = None
+
+    @property
+    def process(self) -> subprocess.Popen | None:
+        return self.group.process if self.group else None
 
     @property
     def url(self) -> str:
@@ -93,7 +90,7 @@ class ConnectServer:
         return self.process.pid if self.process else None
 
     def command(self) -> list[str]:
-        home = spark_home()
+        home = connect_home()
         config = {
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.port),
@@ -122,11 +119,8 @@ class ConnectServer:
             if not self.requested_port:
                 self.port = free_port(self.host)
             command = self.command()  # ConnectServerNotInstalled before anything starts
-            with open(self.log_path, "ab") as log:
-                self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, cwd=self.directory,
-                                                env=server_environment(),
-                                                start_new_session=True)
+            self.group = ProcessGroup("connect-server", command, self.log_path)
+            self.group.start(server_environment(), self.directory)
             try:
                 if self.wait_ready(timeout_s):
                     return self
@@ -168,24 +162,17 @@ class ConnectServer:
             channel.close()
 
     def stop(self, timeout_s: float = 15.0) -> None:
-        """SIGTERM to the server's process group, then SIGKILL after ``timeout_s``."""
-        process, self.process = self.process, None
-        if process is None:
-            return
-        _signal_group(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            pass
-        _signal_group(process.pid, signal.SIGKILL)  # Python workers the JVM left behind too
-        process.wait()
+        """SIGTERM to the server's process group, then SIGKILL after ``timeout_s`` (Python
+        workers the JVM left behind too)."""
+        group, self.group = self.group, None
+        if group is not None:
+            group.stop(timeout_s)
 
     def kill(self) -> None:
         """SIGKILL to the whole group at once (a crashed server)."""
-        process, self.process = self.process, None
-        if process is not None:
-            _signal_group(process.pid, signal.SIGKILL)
-            process.wait()
+        group, self.group = self.group, None
+        if group is not None:
+            group.kill()
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -199,9 +186,3 @@ class ConnectServer:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-
-def _signal_group(pid: int, signal_number: int) -> None:
-    try:
-        os.killpg(pid, signal_number)  # start_new_session: the group's id is the server's pid
-    except ProcessLookupError:
-        pass

@@ -23,16 +23,13 @@ which on many machines is not reachable from itself.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..cluster.zookeeper_process import free_port
+from .process_group import ProcessGroup, spark_environment, spark_home
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -43,21 +40,9 @@ class SparkClusterError(RuntimeError):
     """The cluster could not start: one sentence naming the log to read."""
 
 
-def spark_home() -> Path:
-    """The PySpark installation, which holds ``bin/spark-class`` and ``jars/``."""
-    try:
-        import pyspark
-    except ImportError as error:  # pragma: no cover - the spark extra is installed in tests
-        raise SparkClusterError("PySpark is not installed: pip install 'oncelog[spark]'") \
-            from error
-    return Path(pyspark.__file__).parent
-
-
 def cluster_environment() -> dict[str, str]:
-    """What every Spark process here needs: loopback addresses, this Python, a quiet log."""
-    environment = dict(os.environ)
-    environment.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    environment.setdefault("PYSPARK_PYTHON", sys.executable)
+    """What every Spark process here needs (``spark_environment``), small daemons, a quiet log."""
+    environment = spark_environment()
     environment.setdefault("SPARK_HOME", str(spark_home()))
     environment["SPARK_DAEMON_MEMORY"] = environment.get("SPARK_DAEMON_MEMORY", "256m")
     environment["SPARK_DAEMON_JAVA_OPTS"] = " ".join(filter(None, [
@@ -75,57 +60,6 @@ class Executor:
     pid: int | None
 
 
-class _Daemon:
-    """A Master or Worker process, in a process group of its own."""
-
-    def __init__(self, name: str, command: list[str], log_path: Path) -> None:
-        self.name = name
-        self.command = command
-        self.log_path = log_path
-        self.process: subprocess.Popen | None = None
-
-    def start(self, environment: dict[str, str], cwd: Path) -> None:
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, env=environment, cwd=cwd,
-                                            start_new_session=True)
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def signal_group(self, signum: int) -> None:
-        if self.process is None:
-            return
-        try:
-            os.killpg(self.process.pid, signum)
-        except ProcessLookupError:
-            pass
-
-    def kill(self) -> None:
-        """SIGKILL to the whole group (the daemon, its executors, their Python workers)."""
-        self.signal_group(signal.SIGKILL)
-        if self.process is not None:
-            self.process.wait()
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.signal_group(signal.SIGTERM)
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                pass
-        self.signal_group(signal.SIGKILL)  # executors left in the group, if any
-        if self.process.poll() is None:
-            self.process.wait()
-        self.process = None
-
-
 class StandaloneCluster:
     def __init__(self, directory: Path, *, workers: int = 2, cores_per_worker: int = 1,
                  memory_per_worker: str = "1g", host: str = "127.0.0.1") -> None:
@@ -136,8 +70,8 @@ class StandaloneCluster:
         self.memory_per_worker = memory_per_worker
         self.port = 0
         self.webui_port = 0
-        self.master: _Daemon | None = None
-        self.workers: list[_Daemon] = []
+        self.master: ProcessGroup | None = None
+        self.workers: list[ProcessGroup] = []
 
     @property
     def master_url(self) -> str:
@@ -154,7 +88,7 @@ class StandaloneCluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         environment = cluster_environment()
         self.port, self.webui_port = free_port(self.host), free_port(self.host)
-        self.master = _Daemon("master", self._spark_class(
+        self.master = ProcessGroup("master", self._spark_class(
             MASTER_CLASS, "--host", self.host, "--port", str(self.port),
             "--webui-port", str(self.webui_port)), self.directory / "master.log")
         try:
@@ -168,12 +102,12 @@ class StandaloneCluster:
             raise
         return self
 
-    def add_worker(self, environment: dict[str, str] | None = None) -> _Daemon:
+    def add_worker(self, environment: dict[str, str] | None = None) -> ProcessGroup:
         """Start one more Worker (also after a killed one, to give the cluster its cores back)."""
         index = len(self.workers)
         work_dir = self.directory / f"worker-{index}"
         work_dir.mkdir(parents=True, exist_ok=True)
-        worker = _Daemon(f"worker-{index}", self._spark_class(
+        worker = ProcessGroup(f"worker-{index}", self._spark_class(
             WORKER_CLASS, "--host", self.host, "--cores", str(self.cores_per_worker),
             "--memory", self.memory_per_worker, "--work-dir", str(work_dir),
             "--webui-port", str(free_port(self.host)), self.master_url),
