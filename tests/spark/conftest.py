@@ -9,20 +9,16 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from oncelog.broker.process import BrokerProcess
+from tests.broker_process import running_broker
 
 _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def spark_broker(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("spark-broker")
-    process = BrokerProcess(folder / "data", log_path=folder / "broker.log",
-                            settings={"log.retention.check.interval.ms": "200"})
-    try:
-        yield process.start()
-    finally:
-        process.kill()
+    with running_broker(tmp_path_factory.mktemp("spark-broker"),
+                        {"log.retention.check.interval.ms": "200"}) as broker:
+        yield broker
 
 
 def new_topic(bootstrap: str, partitions: int = 1, config: dict | None = None,

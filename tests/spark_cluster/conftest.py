@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from oncelog.broker.process import BrokerProcess
+from tests.broker_process import running_broker
 from oncelog.spark.standalone import StandaloneCluster
 from oncelog.testing.spark import SparkDriver
 
@@ -32,12 +32,8 @@ _names = itertools.count()
 
 @pytest.fixture(scope="package")
 def cluster_broker(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("cluster-broker")
-    process = BrokerProcess(folder / "data", log_path=folder / "broker.log")
-    try:
-        yield process.start()
-    finally:
-        process.kill()
+    with running_broker(tmp_path_factory.mktemp("cluster-broker")) as broker:
+        yield broker
 
 
 @pytest.fixture(scope="package")

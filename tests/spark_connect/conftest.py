@@ -9,18 +9,14 @@ import os
 
 import pytest
 
-from oncelog.broker.process import BrokerProcess
+from tests.broker_process import running_broker
 from oncelog.spark.connect_server import ConnectServer
 
 
 @pytest.fixture(scope="package")
 def connect_broker(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("connect-broker")
-    process = BrokerProcess(folder / "data", log_path=folder / "broker.log")
-    try:
-        yield process.start()
-    finally:
-        process.kill()
+    with running_broker(tmp_path_factory.mktemp("connect-broker")) as broker:
+        yield broker
 
 
 @pytest.fixture(scope="package")
