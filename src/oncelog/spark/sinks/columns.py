@@ -143,13 +143,22 @@ class OffsetTracker:
 
 def spark_rows(batch_df: Any, converters: Sequence[Callable[[Any], Any]],
                observe: Callable[[Sequence[Any]], None] | None = None) -> Iterator[tuple]:
-    """The batch's rows, converted for the database, pulled one partition at a time.
+    """The batch's rows, converted for the database, pulled a partition at a time.
 
     A generator: no Spark job runs until the first row is asked for, so a skipped batch costs
-    nothing, and ``toLocalIterator`` keeps only one partition on the driver at once.
+    nothing. ``local_rows`` holds at most two partitions on the driver at once.
     """
-    for row in batch_df.toLocalIterator():
+    for row in local_rows(batch_df):
         if observe is not None:
             observe(row)
         yield tuple(None if value is None else convert(value)
                     for convert, value in zip(converters, row, strict=True))
+
+
+def local_rows(batch_df: Any) -> Iterator[Any]:
+    """The batch's rows on the driver, partition after partition, the next one computed on
+    the executors while the driver writes the current one (``prefetchPartitions``): without
+    it Spark runs one partition's job at a time and every executor but one waits for the
+    driver. The driver holds two partitions at most, never the whole batch. Over Spark
+    Connect the rows come as the server streams them."""
+    return batch_df.toLocalIterator(prefetchPartitions=True)

@@ -35,9 +35,10 @@ as Spark's ``topic`` option does. ``key_column``/``value_column`` name other col
 without a value column is written whole: each row's value is a JSON object of all its
 columns (``columns.to_json_text``), and no column but the key is interpreted.
 
-Limits: rows go through the driver (``toLocalIterator``, one Spark partition at a time), so
-throughput is one Python process's - fine for this project's pipelines, not for a cluster's.
-A batch is one transaction, bounded by ``transaction.timeout.ms`` (default 60 s here). Readers must use
+Limits: rows go through the driver (``columns.local_rows``: the next Spark partition computed
+while the driver produces the current one), so throughput is one Python process's - fine
+for this project's pipelines, not for a cluster's. A batch is one transaction, bounded by
+``transaction.timeout.ms`` (default 60 s here). Readers must use
 ``read_committed``. The producer is created on the first batch and kept (not pickled).
 """
 
@@ -45,9 +46,9 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Iterator
+from typing import Any
 
-from .columns import OffsetTracker, to_json_text
+from .columns import OffsetTracker, local_rows, to_json_text
 from .errors import SinkError
 from .positions import Batch, Marker, decide, planned_offsets, row_offsets
 from .transactional import merge_offsets
@@ -144,7 +145,7 @@ class KafkaSink:
         rows = 0
         try:
             producer.begin_transaction()
-            for row in _rows(batch_df):
+            for row in local_rows(batch_df):
                 if tracker.enabled:
                     tracker.observe(row)
                 self._produce(producer, encode(row))
@@ -349,9 +350,6 @@ def _bytes(value) -> bytes | None:
     return bytes(value)
 
 
-def _rows(batch_df) -> Iterator:
-    """The batch's rows, one Spark partition on the driver at a time."""
-    return batch_df.toLocalIterator()
 
 
 def parse_marker(partition) -> dict | None:

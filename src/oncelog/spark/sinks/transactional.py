@@ -40,8 +40,9 @@ Invariants and caveats:
   batch before it is written) then tell a replay (every row held: skipped) from new
   records (written, whatever the batch id) and from an overlap (refused); without offset
   columns only batch ids can be checked: a batch id below the last committed one is refused.
-- Rows are streamed with ``toLocalIterator`` and inserted ``chunk_size`` at a time: the driver
-  holds one Spark partition, never the whole batch. A batch is one transaction, so its size
+- Rows are streamed with ``toLocalIterator`` (``columns.local_rows``: the next partition is
+  computed while the driver inserts the current one) and inserted ``chunk_size`` at a time:
+  the driver holds two Spark partitions at most, never the whole batch. A batch is one transaction, so its size
   is bounded by what the database accepts in one.
 - A connection is opened per batch and closed after: the sink holds no connection, so it can
   be pickled (Spark Connect ships foreachBatch functions to the server).
