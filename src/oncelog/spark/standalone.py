@@ -141,14 +141,15 @@ class StandaloneCluster:
 
     def executors(self) -> list[Executor]:
         """The executors the Workers run now, with their process ids."""
+        pids = local_executor_pids()  # one pass over /proc for them all
         found = []
         for worker in self.alive_workers():
             state = _get_json(f"{worker['webuiaddress'].rstrip('/')}/json/") or {}
             for executor in state.get("executors", []):
-                found.append(Executor(app_id=executor.get("appid", ""),
-                                      executor_id=str(executor.get("id")),
+                app_id, executor_id = str(executor.get("appid", "")), str(executor.get("id"))
+                found.append(Executor(app_id=app_id, executor_id=executor_id,
                                       worker_id=worker["id"],
-                                      pid=_executor_pid(executor)))
+                                      pid=pids.get((app_id, executor_id))))
         return found
 
     def kill_worker(self, index: int) -> None:
@@ -179,15 +180,17 @@ def _get_json(url: str) -> dict | None:
         return None
 
 
-def _executor_pid(executor: dict) -> int | None:
-    """The executor's JVM pid: found by its command line (the Worker's page gives none)."""
-    return executor_pid(str(executor.get("appid", "")), str(executor.get("id")))
-
-
 def executor_pid(app_id: str, executor_id: str) -> int | None:
     """The pid of application ``app_id``'s executor ``executor_id`` if its JVM runs on this
-    machine (a ``CoarseGrainedExecutorBackend`` with those ids on its command line), else
-    None: an executor on another machine has no pid here."""
+    machine, else None: an executor on another machine has no pid here."""
+    return local_executor_pids().get((app_id, executor_id))
+
+
+def local_executor_pids() -> dict[tuple[str, str], int]:
+    """(application id, executor id) -> pid of every executor JVM on this machine: each a
+    ``CoarseGrainedExecutorBackend`` with ``--app-id`` and ``--executor-id`` on its command
+    line."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -195,9 +198,11 @@ def executor_pid(app_id: str, executor_id: str) -> int | None:
             arguments = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if (b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in arguments
-                and app_id.encode() in arguments and b"--executor-id" in arguments):
-            position = arguments.index(b"--executor-id")
-            if arguments[position + 1:position + 2] == [executor_id.encode()]:
-                return int(entry.name)
-    return None
+        if (b"org.apache.spark.executor.CoarseGrainedExecutorBackend" not in arguments
+                or b"--app-id" not in arguments or b"--executor-id" not in arguments):
+            continue
+        app_id = arguments[arguments.index(b"--app-id") + 1:][:1]
+        executor_id = arguments[arguments.index(b"--executor-id") + 1:][:1]
+        if app_id and executor_id:
+            found[(app_id[0].decode(), executor_id[0].decode())] = int(entry.name)
+    return found
