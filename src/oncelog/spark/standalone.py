@@ -22,14 +22,13 @@ which on many machines is not reachable from itself.
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..cluster.zookeeper_process import free_port
 from .process_group import ProcessGroup, spark_environment, spark_home
+from .status import get_json
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -133,7 +132,7 @@ class StandaloneCluster:
                                 f"logs in {self.directory}")
 
     def _master_state(self) -> dict | None:
-        return _get_json(f"{self.master_ui}/json/")
+        return get_json(f"{self.master_ui}/json/")
 
     def alive_workers(self) -> list[dict]:
         state = self._master_state() or {}
@@ -144,7 +143,7 @@ class StandaloneCluster:
         pids = local_executor_pids()  # one pass over /proc for them all
         found = []
         for worker in self.alive_workers():
-            state = _get_json(f"{worker['webuiaddress'].rstrip('/')}/json/") or {}
+            state = get_json(f"{worker['webuiaddress'].rstrip('/')}/json/") or {}
             for executor in state.get("executors", []):
                 app_id, executor_id = str(executor.get("appid", "")), str(executor.get("id"))
                 found.append(Executor(app_id=app_id, executor_id=executor_id,
@@ -170,14 +169,6 @@ class StandaloneCluster:
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
-
-
-def _get_json(url: str) -> dict | None:
-    try:
-        with urllib.request.urlopen(url, timeout=2.0) as response:
-            return json.load(response)
-    except (OSError, ValueError):
-        return None
 
 
 def executor_pid(app_id: str, executor_id: str) -> int | None:

@@ -18,7 +18,7 @@ import json
 import urllib.request
 from dataclasses import asdict, dataclass
 
-__all__ = ["ExecutorStatus", "app_executors"]
+__all__ = ["ExecutorStatus", "app_executors", "get_json"]
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,19 @@ def app_executors(ui_url: str, app_id: str, *, timeout_s: float = 2.0,
                   ) -> list[ExecutorStatus] | None:
     """The application's executors, dead ones included, without the driver; None when the
     driver's UI does not answer."""
-    url = f"{ui_url.rstrip('/')}/api/v1/applications/{app_id}/allexecutors"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            entries = json.load(response)
-    except (OSError, ValueError):
+    entries = get_json(f"{ui_url.rstrip('/')}/api/v1/applications/{app_id}/allexecutors",
+                       timeout_s)
+    if entries is None:
         return None
     return [ExecutorStatus.from_rest(entry) for entry in entries
             if isinstance(entry, dict) and entry.get("id") != "driver"]
+
+
+def get_json(url: str, timeout_s: float = 2.0):
+    """A Spark web page's JSON (the driver's REST API, a Master's or Worker's ``/json/``);
+    None when nothing answers or the answer is not JSON."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return json.load(response)
+    except (OSError, ValueError):
+        return None
