@@ -54,7 +54,7 @@ def standalone(spark_cluster):
         spark_cluster.add_worker()
     spark_cluster.wait_for_workers(2)
     deadline = time.monotonic() + 60
-    while (spark_cluster._master_state() or {}).get("activeapps"):
+    while (spark_cluster.master_state() or {}).get("activeapps"):
         assert time.monotonic() < deadline, "an application of an earlier test is still running"
         time.sleep(0.2)
     return spark_cluster

@@ -31,5 +31,5 @@ def test_pipeline_run_on_a_standalone_master_reports_every_record_once(
     assert f"starting Spark ({standalone.master_url})" in output
     assert "every record in the topic is in the sink exactly once" in output
     # The Master ran it as an application of its own: the queries ran on its executors.
-    finished = [app["name"] for app in (standalone._master_state() or {}).get("completedapps", [])]
+    finished = [app["name"] for app in (standalone.master_state() or {}).get("completedapps", [])]
     assert "oncelog-pipeline" in finished, finished

@@ -92,7 +92,7 @@ class StandaloneCluster:
             "--webui-port", str(self.webui_port)), self.directory / "master.log")
         try:
             self.master.start(environment, self.directory)
-            self._wait(lambda: self._master_state() is not None, timeout_s, "the master")
+            self._wait(lambda: self.master_state() is not None, timeout_s, "the master")
             for index in range(self.worker_count):
                 self.add_worker(environment)
             self.wait_for_workers(self.worker_count, timeout_s)
@@ -131,11 +131,12 @@ class StandaloneCluster:
         raise SparkClusterError(f"timed out after {timeout_s:g} s waiting for {what}; see the "
                                 f"logs in {self.directory}")
 
-    def _master_state(self) -> dict | None:
+    def master_state(self) -> dict | None:
+        """The Master's ``/json/`` page: workers, active and completed applications."""
         return get_json(f"{self.master_ui}/json/")
 
     def alive_workers(self) -> list[dict]:
-        state = self._master_state() or {}
+        state = self.master_state() or {}
         return [worker for worker in state.get("workers", []) if worker.get("state") == "ALIVE"]
 
     def executors(self) -> list[Executor]:
