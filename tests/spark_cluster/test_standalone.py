@@ -61,6 +61,19 @@ def assert_read_on_executors(rows: list[tuple], executor_pids: dict[int, str],
     return seen
 
 
+def reading_worker(standalone, progress, timeout_s: float = 60.0) -> int:
+    """The index of a live Worker under which a task reads now. A row's pid chain can lack
+    every Worker (a Python worker orphaned by the executor killed earlier, still finishing
+    its row): look at the next row then."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        chain = reading_now(progress, since=time.time())
+        for index, daemon in enumerate(standalone.workers):
+            if daemon.alive() and daemon.pid in chain:
+                return index
+        assert time.monotonic() < deadline, f"no task read under a live Worker: {chain}"
+
+
 @pytest.mark.slow
 def test_an_executor_then_a_worker_killed_mid_batch_leave_every_record_once(
         standalone, cluster_broker, tmp_path):
@@ -87,9 +100,7 @@ def test_an_executor_then_a_worker_killed_mid_batch_leave_every_record_once(
         os.kill(executor_pid, signal.SIGKILL)
 
         driver.wait_for_line("batch 3 writing", 180)
-        chain = reading_now(progress, since=time.time())
-        worker = next(index for index, daemon in enumerate(standalone.workers)
-                      if daemon.pid in chain)
+        worker = reading_worker(standalone, progress)
         standalone.kill_worker(worker)
 
         assert driver.wait(240) == 0, f"the driver failed; see {tmp_path / 'driver.log'}"
