@@ -3,6 +3,12 @@
 ``BrokerProcess`` starts ``python -m oncelog broker`` on a free loopback port, waits until it
 accepts connections, and stops it by process id - gracefully (SIGTERM), or with ``kill -9``
 for crash tests. It is a context manager, so a failing caller still stops its broker.
+
+A free port is only free when it is probed: on a busy machine another process (a broker of a
+parallel test, a client's outgoing connection) may take it before the broker binds it. So the
+broker is ready only once *its own* process listens there (on Linux: the listening socket's
+inode is among the process's descriptors), not when anything answers on the port; and a broker
+whose port was chosen here and then taken is started again on another free port.
 """
 
 from __future__ import annotations
@@ -22,6 +28,39 @@ def free_port(host: str = "127.0.0.1") -> int:
         return probe.getsockname()[1]
 
 
+PORT_ATTEMPTS = 5
+PORT_TAKEN = "address already in use"  # in the broker's "cannot listen on ..." line
+
+
+class BrokerExited(RuntimeError):
+    """The broker process ended before it was ready (its log tail is in the message)."""
+
+
+def listens_itself(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds a listening TCP socket on ``port``; None where /proc
+    cannot tell (not Linux)."""
+    inodes: set[str] = set()
+    try:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table) as lines:
+                next(lines)
+                for line in lines:
+                    fields = line.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(fields[9])
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:
+        return None if not os.path.exists("/proc/net/tcp") else False
+    for descriptor in descriptors:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{descriptor}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
+
+
 class BrokerProcess:
     def __init__(self, data_dir: Path, *, port: int | None = None, host: str = "127.0.0.1",
                  settings: dict[str, str] | None = None, log_path: Path | None = None,
@@ -30,6 +69,7 @@ class BrokerProcess:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port or free_port(host)
+        self._port_chosen_here = port is None
         self.settings = dict(settings or {})
         self.log_path = log_path or self.data_dir.parent / f"broker-{self.port}.log"
         self.extra_args = list(extra_args or [])
@@ -53,27 +93,51 @@ class BrokerProcess:
 
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(PORT_ATTEMPTS):
+            log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+            self._spawn()
+            try:
+                self.wait_ready(timeout)
+                return self
+            except BrokerExited:
+                taken = PORT_TAKEN in self.log_text(since=log_start).lower()
+                if not (taken and self._port_chosen_here) or attempt == PORT_ATTEMPTS - 1:
+                    raise
+                self.port = free_port(self.host)
+        return self
+
+    def _spawn(self) -> None:
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL,
                                         env={**os.environ, **self.env} if self.env else None)
         log.close()
-        self.wait_ready(timeout)
-        return self
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with status {self.process.returncode}; "
+                raise BrokerExited(f"broker exited with status {self.process.returncode}; "
                                    f"see {self.log_path}:\n{self.log_tail()}")
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return
+                    pass
             except OSError:
                 time.sleep(0.05)
+                continue
+            if listens_itself(self.process.pid, self.port) is not False:
+                return
+            time.sleep(0.05)  # someone else answers on our port; we will fail to bind it
         self.kill()
         raise RuntimeError(f"broker did not listen on {self.bootstrap} within {timeout} s")
+
+    def log_text(self, since: int = 0) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(since)
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def log_tail(self, lines: int = 20) -> str:
         try:

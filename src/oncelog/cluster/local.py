@@ -73,8 +73,15 @@ class LocalCluster:
         deadline = time.monotonic() + timeout_s
         seen: set[int] = set()
         while time.monotonic() < deadline:
-            for process in list(self.brokers.values()):
-                if process.process is None or process.process.poll() is not None:
+            for node_id, process in list(self.brokers.items()):
+                if process.process is None:
+                    continue
+                if process.process.poll() is not None:
+                    if node_id in node_ids:
+                        raise RuntimeError(
+                            f"broker {node_id} exited with status {process.process.returncode}"
+                            f" while the cluster formed; see {process.log_path}:\n"
+                            f"{process.log_tail()}")
                     continue
                 try:
                     admin = AdminClient({"bootstrap.servers": process.bootstrap})
@@ -86,8 +93,10 @@ class LocalCluster:
             else:
                 return
             time.sleep(0.1)
+        missing = [self.brokers[n] for n in sorted(node_ids - seen) if n in self.brokers]
+        tails = "".join(f"\n{p.log_path}:\n{p.log_tail()}" for p in missing)
         raise TimeoutError(f"brokers {sorted(node_ids)} did not all see each other within "
-                           f"{timeout_s:g} s (last seen: {sorted(seen)})")
+                           f"{timeout_s:g} s (last seen: {sorted(seen)}){tails}")
 
     # -- faults ------------------------------------------------------------------------
 
