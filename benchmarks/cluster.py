@@ -11,7 +11,9 @@ loopback), all on this machine, and stops every one of them at the end, also on 
 - ``throughput``: per run, interleaved so that noise on the shared machine hits all alike:
   1 KiB values, ``acks=1`` and ``acks=all`` into the single broker, then ``acks=all`` into a
   topic of RF 3 with ``min.insync.replicas=2`` on the cluster. The producer is the one of
-  ``throughput.py`` (``clients.produce``: same settings, same message count, own process).
+  ``throughput.py`` (``clients.produce``: same settings, same message count, own process),
+  or with ``--client java`` the Apache Kafka Java client's with the same settings
+  (``java/ProducerBench.java``, one JVM per run, warmed up with 100,000 untimed records).
 - ``failover``: a producer sends 1 KiB values at ``--rate`` msg/s (acks=all, linger.ms=0);
   after 2 s the partition's leader is killed with SIGKILL. Figures: kill -> the first
   acknowledgement of a record *sent after the kill* (the new leader's first acknowledged
@@ -41,11 +43,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import java_producer  # noqa: E402
 from throughput import (SPAWN, BrokerMonitor, Topics, run_client,  # noqa: E402
                         settle_disk, source_version, spread, start_oncelog)
 
 CASES = ("throughput", "failover", "controlled")
 VALUE_BYTES = 1024
+JAVA_WARMUP = 100_000
 MESSAGES_AT_SCALE_1 = 1_000_000  # throughput.py's count for 1 KiB values
 WARMUP_S = 2.0      # steady producing before the fault
 SETTLE_S = 2.0      # steady producing after the first post-fault acknowledgement
@@ -223,6 +227,8 @@ def case_throughput(single, cluster, cluster_topics, options, record) -> None:
     cases = {key: record.begin("throughput", label, messages=count, value_bytes=VALUE_BYTES)
              for key, label in labels.items()}
     single_topics = Topics(single.bootstrap, options.run_id)
+    java_classes = (java_producer.compile_bench(options.work_dir) if options.client == "java"
+                    else None)
     monitors = [BrokerMonitor(cluster.broker(n).pid).start() for n in cluster.brokers]
     try:
         for run in range(options.runs):
@@ -231,11 +237,22 @@ def case_throughput(single, cluster, cluster_topics, options, record) -> None:
                 topics = cluster_topics if on_cluster else single_topics
                 topic = topics.create(key)
                 leader = cluster_topics.partition(topic)[0] if on_cluster else None
-                settle_disk()
-                result = run_client("produce", options.client_timeout,
-                                    bootstrap=cluster.bootstrap if on_cluster else
-                                    single.bootstrap, topic=topic, value_size=VALUE_BYTES,
-                                    count=count, acks="all" if key.endswith("all") else "1")
+                bootstrap = cluster.bootstrap if on_cluster else single.bootstrap
+                acks = "all" if key.endswith("all") else "1"
+                if java_classes is None:
+                    settle_disk()
+                    result = run_client("produce", options.client_timeout, bootstrap=bootstrap,
+                                        topic=topic, value_size=VALUE_BYTES, count=count,
+                                        acks=acks)
+                else:
+                    warmup = topics.create(f"{key}-warmup")
+                    settle_disk()
+                    result = java_producer.produce(
+                        java_classes, bootstrap=bootstrap, topic=topic, mode="plain",
+                        count=count, value_size=VALUE_BYTES, per_transaction=count,
+                        warmup_topic=warmup, warmup_count=JAVA_WARMUP, acks=acks,
+                        timeout_s=options.client_timeout)
+                    topics.delete(warmup)
                 if on_cluster and "window" in result:
                     start, end = result["window"]
                     result["leader"] = leader
@@ -363,7 +380,8 @@ def print_table(record: Record, ratios: dict | None, options) -> None:
                 f"[dim]({format(s['min'], fmt)}-{format(s['max'], fmt)})[/dim]")
 
     console = Console(width=max(shutil.get_terminal_size((150, 24)).columns, 120))
-    table = Table(title=f"Cluster figures: median (min-max) of {options.runs} runs",
+    table = Table(title=f"Cluster figures ({options.client} producer for throughput): "
+                        f"median (min-max) of {options.runs} runs",
                   title_justify="left")
     for column in ("case", "figure", "median (min-max)", "target", "broker CPU %", "failed"):
         table.add_column(column, justify="left" if column in ("case", "figure") else "right")
@@ -419,6 +437,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path,
                         help="Keep the brokers' data and logs here (default: a temp dir, "
                              "removed afterwards).")
+    parser.add_argument("--client", choices=("confluent", "java"), default="confluent",
+                        help="The throughput case's producer: confluent-kafka's (librdkafka, "
+                             "default) or the Apache Kafka Java client's.")
     parser.add_argument("--client-timeout", type=float, default=900.0,
                         help="Hang guard per throughput client process, s (default 900).")
     options = parser.parse_args(argv)
@@ -445,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
                 else options.data_dir)
     settings = {"zookeeper.session.timeout.ms": str(options.session_timeout_ms),
                 **options.settings}
+    options.work_dir = data_dir
     record = Record()
     single = cluster = None
     try:

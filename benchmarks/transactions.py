@@ -1,6 +1,6 @@
 """Figures for transactions (issue 12), on one broker this script starts:
 
-    .venv/bin/python benchmarks/transactions.py [--runs 3] [--scale 1.0]
+    .venv/bin/python benchmarks/transactions.py [--runs 3] [--scale 1.0] [--client java]
 
 Per run, interleaved so that noise on the shared machine hits all alike, 1 KiB values to a
 fresh one-partition topic each:
@@ -15,6 +15,13 @@ fresh one-partition topic each:
 - ``transactional``: the same values in transactions of 1,000 records, each committed
   (``clients.transactional_produce``); every ``commit_transaction`` call is timed;
 - ``read_committed`` and ``read_uncommitted`` consumers over the transactional topic.
+
+With ``--client java`` the producers are the Apache Kafka Java client's (kafka-clients 3.9.1,
+``java/ProducerBench.java``, one JVM per case, warmed up with 100,000 untimed records of the
+same case first): ``plain``, ``idempotent`` and ``transactional`` with the same settings (the
+Java producer has no ``flush_every`` cases); the consumers stay confluent-kafka's. The same
+broker path, another client: what separates the broker's cost of transactions from one
+client library's.
 
 Printed: medians (min-max) of MB/s, the ratios transactional / plain and transactional /
 idempotent, commit latency p50 and p99 over all commits of all runs, and read_committed /
@@ -36,12 +43,33 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import java_producer  # noqa: E402
 from throughput import Topics, run_client, settle_disk, start_oncelog  # noqa: E402
 
 VALUE_BYTES = 1024
 MESSAGES_AT_SCALE_1 = 1_000_000
 PER_TRANSACTION = 1000
 CLIENT_TIMEOUT_S = 600
+JAVA_WARMUP = 100_000
+
+
+def java_cases(classes: Path, bootstrap: str, topics: Topics, count: int, run: int) -> dict:
+    """The Java producer's plain, idempotent and transactional runs; the transactional
+    topic is kept (under ``"topic"``) for the consumers."""
+    figures = {}
+    for mode in ("plain", "idempotent", "transactional"):
+        topic, warmup = topics.create(mode), topics.create(f"{mode}-warmup")
+        settle_disk()
+        figures[mode] = java_producer.produce(
+            classes, bootstrap=bootstrap, topic=topic, mode=mode, count=count,
+            value_size=VALUE_BYTES, per_transaction=PER_TRANSACTION, warmup_topic=warmup,
+            warmup_count=JAVA_WARMUP, timeout_s=CLIENT_TIMEOUT_S)
+        topics.delete(warmup)
+        if mode == "transactional":
+            figures[mode]["topic"] = topic
+        else:
+            topics.delete(topic)
+    return figures
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -57,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--client", choices=("confluent", "java"), default="confluent",
+                        help="whose producer: confluent-kafka's (librdkafka) or the Java client's")
     options = parser.parse_args(argv)
     count = max(PER_TRANSACTION, round(MESSAGES_AT_SCALE_1 * options.scale))
     runs: list[dict] = []
@@ -64,9 +94,14 @@ def main(argv: list[str] | None = None) -> int:
         target = start_oncelog("oncelog", Path(directory), {})
         topics = Topics(target.bootstrap, uuid.uuid4().hex[:8])
         try:
+            java_classes = (java_producer.compile_bench(Path(directory))
+                            if options.client == "java" else None)
             for run in range(options.runs):
                 figures = {}
-                for name, extra, flush_every in (
+                if java_classes is not None:
+                    figures.update(java_cases(java_classes, target.bootstrap, topics, count,
+                                              run))
+                for name, extra, flush_every in () if java_classes is not None else (
                         ("plain", {}, 0), ("idempotent", {"enable.idempotence": True}, 0),
                         ("plain_flushed", {}, PER_TRANSACTION),
                         ("idempotent_flushed", {"enable.idempotence": True}, PER_TRANSACTION)):
@@ -77,12 +112,15 @@ def main(argv: list[str] | None = None) -> int:
                                                value_size=VALUE_BYTES, count=count, acks="all",
                                                extra=extra, flush_every=flush_every)
                     topics.delete(topic)
-                topic = topics.create("transactional")
-                settle_disk()
-                figures["transactional"] = run_client(
-                    "transactional_produce", CLIENT_TIMEOUT_S, bootstrap=target.bootstrap,
-                    topic=topic, value_size=VALUE_BYTES, count=count,
-                    per_transaction=PER_TRANSACTION, transactional_id=f"bench-{run}")
+                if java_classes is None:
+                    topic = topics.create("transactional")
+                    settle_disk()
+                    figures["transactional"] = run_client(
+                        "transactional_produce", CLIENT_TIMEOUT_S, bootstrap=target.bootstrap,
+                        topic=topic, value_size=VALUE_BYTES, count=count,
+                        per_transaction=PER_TRANSACTION, transactional_id=f"bench-{run}")
+                else:
+                    topic = figures["transactional"].pop("topic")
                 for isolation in ("read_uncommitted", "read_committed"):
                     figures[isolation] = run_client(
                         "consume_isolated", CLIENT_TIMEOUT_S, bootstrap=target.bootstrap,
@@ -99,16 +137,18 @@ def main(argv: list[str] | None = None) -> int:
     rates = {name: [r[name]["mb_per_s"] for r in runs] for name in runs[0]}
     commits = [ms for r in runs for ms in r["transactional"]["commit_ms"]]
     ratio = lambda a, b: statistics.median(rates[a]) / statistics.median(rates[b])  # noqa: E731
-    print(f"\n1 KiB values, {count:,} per run, transactions of {PER_TRANSACTION:,}; "
-          f"median (min-max) of {options.runs} runs")
+    print(f"\n{options.client} producers, 1 KiB values, {count:,} per run, transactions of "
+          f"{PER_TRANSACTION:,}; median (min-max) of {options.runs} runs")
     for name, values in rates.items():
         print(f"  {name:19} {median_range(values)} MB/s")
     print(f"  transactional / plain       {ratio('transactional', 'plain'):.2f}   target >= 0.8")
     print(f"  transactional / idempotent  {ratio('transactional', 'idempotent'):.2f}")
-    print(f"  plain_flushed / plain       {ratio('plain_flushed', 'plain'):.2f}   "
-          "(the drain alone, no transaction)")
-    print(f"  transactional / idempotent_flushed  "
-          f"{ratio('transactional', 'idempotent_flushed'):.2f}   (the transactions' own cost)")
+    if "plain_flushed" in rates:
+        print(f"  plain_flushed / plain       {ratio('plain_flushed', 'plain'):.2f}   "
+              "(the drain alone, no transaction)")
+        print(f"  transactional / idempotent_flushed  "
+              f"{ratio('transactional', 'idempotent_flushed'):.2f}   "
+              "(the transactions' own cost)")
     print(f"  commit latency p50 {percentile(commits, 0.5):.1f} ms, p99 "
           f"{percentile(commits, 0.99):.1f} ms over {len(commits):,} commits   "
           "target p99 <= 20 ms")
