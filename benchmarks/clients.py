@@ -47,9 +47,10 @@ def _quiet(config: dict) -> dict:
 
 
 def produce(bootstrap: str, topic: str, value_size: int, count: int, acks: str,
-            extra: dict | None = None, flush_every: int = 0) -> dict:
-    """Produce ``count`` values of ``value_size`` bytes to partition 0; time first produce to
-    flush() complete. ``flush_every`` > 0 also waits for every record to be acknowledged after
+            extra: dict | None = None, flush_every: int = 0, spread: bool = False) -> dict:
+    """Produce ``count`` values of ``value_size`` bytes to partition 0 (``spread``: to every
+    partition, by librdkafka's sticky partitioner, which changes partition once per batch);
+    time first produce to flush() complete. ``flush_every`` > 0 also waits for every record to be acknowledged after
     each ``flush_every`` records: the pipeline drain a transaction's commit has, without the
     transaction."""
     failures: list[str] = []
@@ -71,7 +72,10 @@ def produce(bootstrap: str, topic: str, value_size: int, count: int, acks: str,
     for number in range(count):
         while True:
             try:
-                produce_one(topic, value, partition=0)
+                if spread:
+                    produce_one(topic, value)
+                else:
+                    produce_one(topic, value, partition=0)
                 break
             except BufferError:
                 buffer_full += 1

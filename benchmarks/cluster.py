@@ -65,40 +65,41 @@ class ClusterTopics(Topics):
         super().__init__(cluster.bootstrap, run_id)
         self.cluster = cluster
 
-    def create(self, purpose: str) -> str:
+    def create(self, purpose: str, partitions: int = 1) -> str:
         from confluent_kafka.admin import NewTopic
         self.serial += 1
         name = f"bench-{self.run_id}-{self.serial}-{purpose}"
-        topic = NewTopic(name, num_partitions=1, replication_factor=3,
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=3,
                          config={"min.insync.replicas": "2"})
         self.admin.create_topics([topic])[name].result(60)
-        self.wait_for_full_isr(name)
+        for index in range(partitions):
+            self.wait_for_full_isr(name, index)
         return name
 
-    def partition(self, topic: str) -> tuple[int, list[int], int]:
-        """(leader, isr, controller id) of partition 0, asked of a running broker."""
+    def partition(self, topic: str, index: int = 0) -> tuple[int, list[int], int]:
+        """(leader, isr, controller id) of a partition, asked of a running broker."""
         from confluent_kafka.admin import AdminClient
         running = [n for n in self.cluster.brokers if self.cluster.is_running(n)]
         admin = AdminClient({"bootstrap.servers": ",".join(
             self.cluster.broker(n).bootstrap for n in running)})
         metadata = admin.list_topics(topic, timeout=10)
-        partition = metadata.topics[topic].partitions.get(0)
+        partition = metadata.topics[topic].partitions.get(index)
         if partition is None:
             return -1, [], metadata.controller_id
         return partition.leader, sorted(partition.isrs), metadata.controller_id
 
-    def wait_for_full_isr(self, topic: str, timeout_s: float = 60.0) -> None:
+    def wait_for_full_isr(self, topic: str, index: int = 0, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
         leader, isr = -1, []
         while time.monotonic() < deadline:
             try:
-                leader, isr, _ = self.partition(topic)
+                leader, isr, _ = self.partition(topic, index)
             except Exception:  # noqa: BLE001 - a broker still starting; ask again
                 leader, isr = -1, []
             if leader > 0 and len(isr) == 3:
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"{topic}: ISR not full within {timeout_s:g} s "
+        raise TimeoutError(f"{topic}-{index}: ISR not full within {timeout_s:g} s "
                            f"(leader {leader}, isr {isr})")
 
 
@@ -235,7 +236,7 @@ def case_throughput(single, cluster, cluster_topics, options, record) -> None:
             for key in labels:
                 on_cluster = key.startswith("cluster")
                 topics = cluster_topics if on_cluster else single_topics
-                topic = topics.create(key)
+                topic = topics.create(key, options.partitions)
                 leader = cluster_topics.partition(topic)[0] if on_cluster else None
                 bootstrap = cluster.bootstrap if on_cluster else single.bootstrap
                 acks = "all" if key.endswith("all") else "1"
@@ -243,7 +244,7 @@ def case_throughput(single, cluster, cluster_topics, options, record) -> None:
                     settle_disk()
                     result = run_client("produce", options.client_timeout, bootstrap=bootstrap,
                                         topic=topic, value_size=VALUE_BYTES, count=count,
-                                        acks=acks)
+                                        acks=acks, spread=options.partitions > 1)
                 else:
                     warmup = topics.create(f"{key}-warmup")
                     settle_disk()
@@ -380,7 +381,8 @@ def print_table(record: Record, ratios: dict | None, options) -> None:
                 f"[dim]({format(s['min'], fmt)}-{format(s['max'], fmt)})[/dim]")
 
     console = Console(width=max(shutil.get_terminal_size((150, 24)).columns, 120))
-    table = Table(title=f"Cluster figures ({options.client} producer for throughput): "
+    table = Table(title=f"Cluster figures ({options.client} producer, {options.partitions} "
+                        f"partition(s) for throughput): "
                         f"median (min-max) of {options.runs} runs",
                   title_justify="left")
     for column in ("case", "figure", "median (min-max)", "target", "broker CPU %", "failed"):
@@ -437,6 +439,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path,
                         help="Keep the brokers' data and logs here (default: a temp dir, "
                              "removed afterwards).")
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="Partitions of the throughput case's topics, single broker and "
+                             "cluster alike (default 1); with more, librdkafka's sticky "
+                             "partitioner spreads the batches (the Java client: partition 0).")
     parser.add_argument("--client", choices=("confluent", "java"), default="confluent",
                         help="The throughput case's producer: confluent-kafka's (librdkafka, "
                              "default) or the Apache Kafka Java client's.")
@@ -446,7 +452,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     options.cases = [c.strip() for c in options.cases.split(",") if c.strip()]
     if set(options.cases) - set(CASES):
         parser.error(f"--cases takes a subset of {','.join(CASES)}")
-    if options.runs < 1 or options.scale <= 0 or options.rate <= 0:
+    if options.runs < 1 or options.scale <= 0 or options.rate <= 0 or options.partitions < 1:
         parser.error("--runs must be at least 1, --scale and --rate positive")
     try:
         options.settings = dict(item.split("=", 1) for item in options.set)

@@ -164,11 +164,11 @@ class Topics:
         self.run_id = run_id
         self.serial = 0
 
-    def create(self, purpose: str) -> str:
+    def create(self, purpose: str, partitions: int = 1) -> str:
         from confluent_kafka.admin import NewTopic
         self.serial += 1
         name = f"bench-{self.run_id}-{self.serial}-{purpose}"
-        futures = self.admin.create_topics([NewTopic(name, num_partitions=1,
+        futures = self.admin.create_topics([NewTopic(name, num_partitions=partitions,
                                                      replication_factor=1)])
         futures[name].result(60)
         return name
