@@ -50,9 +50,9 @@ def produce(bootstrap: str, topic: str, value_size: int, count: int, acks: str,
             extra: dict | None = None, flush_every: int = 0, spread: bool = False) -> dict:
     """Produce ``count`` values of ``value_size`` bytes to partition 0 (``spread``: to every
     partition, by librdkafka's sticky partitioner, which changes partition once per batch);
-    time first produce to flush() complete. ``flush_every`` > 0 also waits for every record to be acknowledged after
-    each ``flush_every`` records: the pipeline drain a transaction's commit has, without the
-    transaction."""
+    time first produce to flush() complete. ``flush_every`` > 0 also waits for every record
+    to be acknowledged after each ``flush_every`` records: the pipeline drain a transaction's
+    commit has, without the transaction."""
     failures: list[str] = []
 
     def on_delivery(error, _message) -> None:

@@ -49,7 +49,6 @@ from throughput import (SPAWN, BrokerMonitor, Topics, run_client,  # noqa: E402
 
 CASES = ("throughput", "failover", "controlled")
 VALUE_BYTES = 1024
-JAVA_WARMUP = 100_000
 MESSAGES_AT_SCALE_1 = 1_000_000  # throughput.py's count for 1 KiB values
 WARMUP_S = 2.0      # steady producing before the fault
 SETTLE_S = 2.0      # steady producing after the first post-fault acknowledgement
@@ -240,20 +239,16 @@ def case_throughput(single, cluster, cluster_topics, options, record) -> None:
                 leader = cluster_topics.partition(topic)[0] if on_cluster else None
                 bootstrap = cluster.bootstrap if on_cluster else single.bootstrap
                 acks = "all" if key.endswith("all") else "1"
+                settle_disk()
                 if java_classes is None:
-                    settle_disk()
                     result = run_client("produce", options.client_timeout, bootstrap=bootstrap,
                                         topic=topic, value_size=VALUE_BYTES, count=count,
                                         acks=acks, spread=options.partitions > 1)
                 else:
-                    warmup = topics.create(f"{key}-warmup")
-                    settle_disk()
                     result = java_producer.produce(
-                        java_classes, bootstrap=bootstrap, topic=topic, mode="plain",
-                        count=count, value_size=VALUE_BYTES, per_transaction=count,
-                        warmup_topic=warmup, warmup_count=JAVA_WARMUP, acks=acks,
+                        java_classes, topics, bootstrap=bootstrap, topic=topic, mode="plain",
+                        count=count, value_size=VALUE_BYTES, per_transaction=count, acks=acks,
                         timeout_s=options.client_timeout)
-                    topics.delete(warmup)
                 if on_cluster and "window" in result:
                     start, end = result["window"]
                     result["leader"] = leader
@@ -453,7 +448,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if set(options.cases) - set(CASES):
         parser.error(f"--cases takes a subset of {','.join(CASES)}")
     if options.runs < 1 or options.scale <= 0 or options.rate <= 0 or options.partitions < 1:
-        parser.error("--runs must be at least 1, --scale and --rate positive")
+        parser.error("--runs and --partitions must be at least 1, --scale and --rate "
+                     "positive")
     try:
         options.settings = dict(item.split("=", 1) for item in options.set)
     except ValueError:

@@ -2,8 +2,9 @@
 
 ``compile_bench(directory)`` builds ``java/ProducerBench.java`` against kafka-clients 3.9.1
 (the jars the Java client tests use, from the ``java-client`` extra ``make setup`` installs);
-``produce(classes, ...)`` runs one case in a JVM of its own and returns what it printed (one
-JSON object, the keys of ``clients.produce``), or ``{"error": ...}``.
+``produce(classes, topics, ...)`` runs one case in a JVM of its own, warmed up on a topic of
+its own (created and deleted with ``topics``, a ``throughput.Topics``), and returns what it
+printed (one JSON object, the keys of ``clients.produce``), or ``{"error": ...}``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ sys.path.insert(0, str(HERE.parent))
 from tests.integration.java_client import _tool, client_jars  # noqa: E402
 
 SOURCE = HERE / "java" / "ProducerBench.java"
+WARMUP_RECORDS = 100_000  # untimed, same case, before the timed run: the JIT compiles first
 
 
 def compile_bench(directory: Path) -> Path:
@@ -34,12 +36,22 @@ def _class_path(*extra: Path) -> str:
     return os.pathsep.join(str(path) for path in (*client_jars(), *extra))
 
 
-def produce(classes: Path, *, bootstrap: str, topic: str, mode: str, count: int,
-            value_size: int, per_transaction: int, warmup_topic: str, warmup_count: int,
-            acks: str = "all", timeout_s: float = 600) -> dict:
+def produce(classes: Path, topics, *, bootstrap: str, topic: str, mode: str, count: int,
+            value_size: int, per_transaction: int, acks: str = "all",
+            timeout_s: float = 600) -> dict:
+    warmup = topics.create(f"{mode}-warmup")
+    try:
+        return _run(classes, bootstrap, topic, mode, count, value_size, per_transaction, warmup,
+                    acks, timeout_s)
+    finally:
+        topics.delete(warmup)
+
+
+def _run(classes: Path, bootstrap: str, topic: str, mode: str, count: int, value_size: int,
+         per_transaction: int, warmup_topic: str, acks: str, timeout_s: float) -> dict:
     command = [_tool("java"), "-cp", _class_path(classes), "ProducerBench", bootstrap, topic,
                mode, str(count), str(value_size), str(per_transaction), warmup_topic,
-               str(warmup_count), acks]
+               str(WARMUP_RECORDS), acks]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:

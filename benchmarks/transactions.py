@@ -50,21 +50,41 @@ VALUE_BYTES = 1024
 MESSAGES_AT_SCALE_1 = 1_000_000
 PER_TRANSACTION = 1000
 CLIENT_TIMEOUT_S = 600
-JAVA_WARMUP = 100_000
 
 
-def java_cases(classes: Path, bootstrap: str, topics: Topics, count: int, run: int) -> dict:
-    """The Java producer's plain, idempotent and transactional runs; the transactional
-    topic is kept (under ``"topic"``) for the consumers."""
+def confluent_cases(bootstrap: str, topics: Topics, count: int, run: int) -> dict:
+    """confluent-kafka's producer runs, the transactional one last; its topic is kept (under
+    ``"topic"``) for the consumers."""
+    figures = {}
+    for name, extra, flush_every in (
+            ("plain", {}, 0), ("idempotent", {"enable.idempotence": True}, 0),
+            ("plain_flushed", {}, PER_TRANSACTION),
+            ("idempotent_flushed", {"enable.idempotence": True}, PER_TRANSACTION)):
+        topic = topics.create(name)
+        settle_disk()
+        figures[name] = run_client("produce", CLIENT_TIMEOUT_S, bootstrap=bootstrap,
+                                   topic=topic, value_size=VALUE_BYTES, count=count, acks="all",
+                                   extra=extra, flush_every=flush_every)
+        topics.delete(topic)
+    topic = topics.create("transactional")
+    settle_disk()
+    figures["transactional"] = run_client(
+        "transactional_produce", CLIENT_TIMEOUT_S, bootstrap=bootstrap, topic=topic,
+        value_size=VALUE_BYTES, count=count, per_transaction=PER_TRANSACTION,
+        transactional_id=f"bench-{run}")
+    figures["transactional"]["topic"] = topic
+    return figures
+
+
+def java_cases(classes: Path, bootstrap: str, topics: Topics, count: int) -> dict:
+    """The Java producer's plain, idempotent and transactional runs, in the same shape."""
     figures = {}
     for mode in ("plain", "idempotent", "transactional"):
-        topic, warmup = topics.create(mode), topics.create(f"{mode}-warmup")
+        topic = topics.create(mode)
         settle_disk()
         figures[mode] = java_producer.produce(
-            classes, bootstrap=bootstrap, topic=topic, mode=mode, count=count,
-            value_size=VALUE_BYTES, per_transaction=PER_TRANSACTION, warmup_topic=warmup,
-            warmup_count=JAVA_WARMUP, timeout_s=CLIENT_TIMEOUT_S)
-        topics.delete(warmup)
+            classes, topics, bootstrap=bootstrap, topic=topic, mode=mode, count=count,
+            value_size=VALUE_BYTES, per_transaction=PER_TRANSACTION, timeout_s=CLIENT_TIMEOUT_S)
         if mode == "transactional":
             figures[mode]["topic"] = topic
         else:
@@ -97,30 +117,11 @@ def main(argv: list[str] | None = None) -> int:
             java_classes = (java_producer.compile_bench(Path(directory))
                             if options.client == "java" else None)
             for run in range(options.runs):
-                figures = {}
-                if java_classes is not None:
-                    figures.update(java_cases(java_classes, target.bootstrap, topics, count,
-                                              run))
-                for name, extra, flush_every in () if java_classes is not None else (
-                        ("plain", {}, 0), ("idempotent", {"enable.idempotence": True}, 0),
-                        ("plain_flushed", {}, PER_TRANSACTION),
-                        ("idempotent_flushed", {"enable.idempotence": True}, PER_TRANSACTION)):
-                    topic = topics.create(name)
-                    settle_disk()
-                    figures[name] = run_client("produce", CLIENT_TIMEOUT_S,
-                                               bootstrap=target.bootstrap, topic=topic,
-                                               value_size=VALUE_BYTES, count=count, acks="all",
-                                               extra=extra, flush_every=flush_every)
-                    topics.delete(topic)
                 if java_classes is None:
-                    topic = topics.create("transactional")
-                    settle_disk()
-                    figures["transactional"] = run_client(
-                        "transactional_produce", CLIENT_TIMEOUT_S, bootstrap=target.bootstrap,
-                        topic=topic, value_size=VALUE_BYTES, count=count,
-                        per_transaction=PER_TRANSACTION, transactional_id=f"bench-{run}")
+                    figures = confluent_cases(target.bootstrap, topics, count, run)
                 else:
-                    topic = figures["transactional"].pop("topic")
+                    figures = java_cases(java_classes, target.bootstrap, topics, count)
+                topic = figures["transactional"].pop("topic")
                 for isolation in ("read_uncommitted", "read_committed"):
                     figures[isolation] = run_client(
                         "consume_isolated", CLIENT_TIMEOUT_S, bootstrap=target.bootstrap,

@@ -39,18 +39,23 @@ class BrokerExited(RuntimeError):
 def listens_itself(pid: int, port: int) -> bool | None:
     """Whether process ``pid`` holds a listening TCP socket on ``port``; None where /proc
     cannot tell (not Linux)."""
+    if not os.path.exists("/proc/net/tcp"):
+        return None
     inodes: set[str] = set()
-    try:
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):  # tcp6 is missing without IPv6
+        try:
             with open(table) as lines:
                 next(lines)
                 for line in lines:
                     fields = line.split()
                     if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
                         inodes.add(fields[9])
+        except FileNotFoundError:
+            continue
+    try:
         descriptors = os.listdir(f"/proc/{pid}/fd")
-    except FileNotFoundError:
-        return None if not os.path.exists("/proc/net/tcp") else False
+    except FileNotFoundError:  # the process is gone
+        return False
     for descriptor in descriptors:
         try:
             target = os.readlink(f"/proc/{pid}/fd/{descriptor}")
@@ -93,18 +98,18 @@ class BrokerProcess:
 
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        for attempt in range(PORT_ATTEMPTS):
+        attempts_left = PORT_ATTEMPTS if self._port_chosen_here else 1
+        while True:
             log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
             self._spawn()
             try:
                 self.wait_ready(timeout)
                 return self
             except BrokerExited:
-                taken = PORT_TAKEN in self.log_text(since=log_start).lower()
-                if not (taken and self._port_chosen_here) or attempt == PORT_ATTEMPTS - 1:
+                attempts_left -= 1
+                if not attempts_left or PORT_TAKEN not in self.log_text(log_start).lower():
                     raise
-                self.port = free_port(self.host)
-        return self
+            self.port = free_port(self.host)
 
     def _spawn(self) -> None:
         log = open(self.log_path, "ab")
@@ -140,10 +145,7 @@ class BrokerProcess:
             return ""
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return "\n".join(self.log_text().splitlines()[-lines:])
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM and wait; SIGKILL if it does not stop in time. Returns the exit status."""
