@@ -121,6 +121,11 @@ BROKER_CONFIGS = {d.name: d for d in (
               "Only 'producer' (keep the client's codec) is implemented.", "compression.type"),
     ConfigDef("log.flush.policy", _choice("os", "ack"), "os",
               "ack: fsync before answering acks=all (group commit); os: leave it to the OS."),
+    ConfigDef("log.cache.retain.bytes", _int, "-1",
+              "oncelog's own: how much of each partition's newest log stays in the OS page "
+              "cache as it is written; older bytes are written back and dropped from it, so "
+              "writes reuse memory instead of growing the cache (-1: keep everything, as "
+              "Kafka does). Consumers further behind read from disk.", minimum=-1),
     ConfigDef("producer.id.expiration.ms", _int, str(DAY_MS),
               "Forget an idempotent producer's sequence state after this long idle.",
               minimum=1),

@@ -83,6 +83,8 @@ def broker(listen, data_dir, config_file, settings, log_level) -> None:
 
 
 def _run_broker(server) -> None:
+    from ..broker.allocator import keep_freed_memory
+    keep_freed_memory()
     try:
         import uvloop
         runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)

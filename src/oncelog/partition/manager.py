@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..broker.config import BrokerConfig, ConfigError, validate_topic_configs
@@ -157,7 +157,9 @@ class PartitionManager:
     def _open_partition(self, topic: str, index: int, settings: TopicSettings,
                         replicas: tuple[int, ...]) -> Partition:
         directory = self.config.data_dir / f"{topic}-{index}"
-        partition_log = Log.open(directory, settings.log_config, self.clock)
+        log_config = replace(settings.log_config,
+                             cache_retain_bytes=self.config["log.cache.retain.bytes"])
+        partition_log = Log.open(directory, log_config, self.clock)
         partition = Partition(topic, index, partition_log, settings, self.clock,
                               replica_id=self.node_id, replicas=replicas, lease=self.lease)
         partition.isr_listener = self.isr_listener

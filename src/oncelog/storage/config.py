@@ -24,6 +24,9 @@ class LogConfig:
     # cleanup.policy includes compact: the cleaner may leave gaps between segments, so
     # recovery must accept them (in any other log a gap is data that never reached the disk)
     compacted: bool = False
+    # log.cache.retain.bytes (oncelog's own, broker-wide): how much of a segment's newest
+    # bytes stay in the OS page cache as it is written; -1 = everything (Kafka's way)
+    cache_retain_bytes: int = -1
 
     def __post_init__(self) -> None:
         if not 1 <= self.segment_bytes <= _INT32_MAX:
@@ -35,6 +38,9 @@ class LogConfig:
             raise ValueError(f"log.retention.ms must be -1 or more, not {self.retention_ms}")
         if self.retention_bytes < -1:
             raise ValueError(f"log.retention.bytes must be -1 or more, not {self.retention_bytes}")
+        if self.cache_retain_bytes < -1:
+            raise ValueError(f"log.cache.retain.bytes must be -1 or more, "
+                             f"not {self.cache_retain_bytes}")
         if not 0 <= self.index_interval_bytes <= _INT32_MAX:
             raise ValueError(f"log.index.interval.bytes must be between 0 and {_INT32_MAX}, "
                              f"not {self.index_interval_bytes}")

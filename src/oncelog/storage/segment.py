@@ -55,6 +55,12 @@ LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
 _WALK_WINDOW = 16 * 1024  # header walks read this much at a time: several small batches
 _SCAN_CHUNK = 8 * 1024 * 1024  # recovery reads whole batches (CRC) in chunks this big
 _NO_LIMIT = 1 << 63
+# Dropping written bytes from the page cache (``cache_retain_bytes``): once per this many
+# bytes written, over the bytes that left the retained tail since, and again over this
+# many earlier steps' (a page still being written back is not dropped the first time).
+_CACHE_STEP = 16 * 1024 * 1024
+_CACHE_RECHECK_STEPS = 4
+_fadvise = getattr(os, "posix_fadvise", None)  # Linux and most Unixes; not macOS
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
@@ -75,6 +81,8 @@ class Segment:
         self.roll_base_ms = mtime_ms  # log.roll.ms counts from here
         self.last_modified_ms = mtime_ms  # retention falls back to this without timestamps
         self._index_interval_bytes = config.index_interval_bytes
+        self._cache_retain = config.cache_retain_bytes if _fadvise is not None else -1
+        self._cache_dropped_to = 0  # bytes before this were advised out of the page cache
         self._offset_index: OffsetIndex | None = None  # None: sealed and not loaded yet
         self._time_index: TimeIndex | None = None
         self.txn_index = TransactionIndex(segment_file(directory, base_offset, TXN_INDEX_SUFFIX))
@@ -225,7 +233,24 @@ class Segment:
             self._track(position + at, header.last_offset, header.max_timestamp)
         self.size = position + len(buffer)
         self.last_modified_ms = now_ms
+        if 0 <= self._cache_retain <= self.size - self._cache_dropped_to - _CACHE_STEP:
+            self._drop_cached_behind()
         return position
+
+    def _drop_cached_behind(self) -> None:
+        """Ask the kernel to drop this file's pages behind the newest ``cache_retain_bytes``.
+
+        The page cache otherwise grows by every byte written, each a fresh page to fault in;
+        a page dropped here is free memory the next write reuses at once (on a VM whose free
+        memory goes back to the host, a fresh page costs the host a fault too: see
+        docs/operations.md for what it measured). ``POSIX_FADV_DONTNEED`` starts writing dirty
+        pages back and drops the clean ones, so the range is advised again in later steps.
+        Readers of the retained tail (followers, consumers keeping up) still read from memory;
+        older bytes come from disk."""
+        end = self.size - self._cache_retain
+        start = max(0, self._cache_dropped_to - _CACHE_RECHECK_STEPS * _CACHE_STEP)
+        _fadvise(self.fd, start, end - start, os.POSIX_FADV_DONTNEED)
+        self._cache_dropped_to = end
 
     def _write(self, buffer: bytearray) -> None:
         written = 0
