@@ -270,7 +270,9 @@ class Partition:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"{self}: {len(records)}-byte batch exceeds max.message.bytes="
                              f"{self.settings.max_message_bytes}")
-        buffer = bytearray(records)
+        # A Produce request's records arrive as a bytearray of their own (protocol.messages):
+        # patched and written in place, never copied again.
+        buffer = records if type(records) is bytearray else bytearray(records)
         headers = self._validate(buffer)
         (position, header), = headers
         if origin is AppendOrigin.CLIENT:

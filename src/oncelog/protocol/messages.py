@@ -260,11 +260,15 @@ class _BoundedDecoderContext(CodegenContext):
     _LENGTH = re.compile(r"if (_ln\d+) < 0:$")
     _VARINT_SHIFT = re.compile(r"(\s*)(_sh\d+) \+= 7$")
     _TAGGED_COPY = re.compile(r"(_bio\d+) = _BytesIO\(bytes\(data\[pos:\]\)\)$")
+    _BYTES_COPY = re.compile(r"(\s*_val\d+) = bytes\((data\[pos:pos\+_ln\d+\])\)$")
 
-    def __init__(self) -> None:
+    def __init__(self, owned_bytes: bool = False) -> None:
         super().__init__()
         self.globs.update(_ViewReader=_ViewReader, _refuse=_refuse)
         self.checks = 0
+        # bytes fields as bytearrays: the request owns a mutable copy (Produce: the partition
+        # patches offsets and epoch into the batch and writes it without copying it again)
+        self.owned_bytes = owned_bytes
 
     def emit(self, indent, line):
         if match := self._ARRAY.match(line):
@@ -290,6 +294,8 @@ class _BoundedDecoderContext(CodegenContext):
         elif match := self._TAGGED_COPY.match(line):
             line = f"{match.group(1)} = _ViewReader(data, pos)"
             self.checks += 1
+        elif self.owned_bytes and (match := self._BYTES_COPY.match(line)):
+            line = f"{match.group(1)} = bytearray({match.group(2)})"
         super().emit(indent, line)
 
 
@@ -303,7 +309,7 @@ def bounded_decoder(cls, version: int):
     if decoder is None:
         struct_field = cls._struct
         flexible = cls.flexible_version_q(version)
-        ctx = _BoundedDecoderContext()
+        ctx = _BoundedDecoderContext(owned_bytes=cls.API_KEY == ApiKey.PRODUCE)
         ctx.lines.append("def _decode(data, pos, _budget):")
         saved = struct_field._data_class
         struct_field._data_class = cls[None]  # as compiled_decode_from(data_class=...) does
