@@ -8,7 +8,7 @@ import os
 from confluent_kafka import Producer
 
 from oncelog.broker.process import BrokerProcess
-from tests.unit.storage.test_page_cache import MIB, resident_bytes
+from tests.page_residency import MIB, resident_bytes
 
 
 def produce_mib(bootstrap: str, topic: str, count: int) -> None:

@@ -24,7 +24,6 @@ that merely imports oncelog.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 
 log = logging.getLogger(__name__)
@@ -39,13 +38,11 @@ TRIM_THRESHOLD = 32 * 1024 * 1024  # a few dozen request buffers of free heap ke
 
 def keep_freed_memory() -> bool:
     """Fix glibc's malloc thresholds for this process; False (and nothing done) elsewhere."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc (musl has no mallopt, macOS neither)
+        # the process's own symbols, libc's among them (find_library would run ldconfig at
+        # every broker start)
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, TypeError):  # not glibc: musl, macOS have no mallopt
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int

@@ -1,14 +1,8 @@
-"""log.cache.retain.bytes: a log keeps only its newest bytes in the OS page cache as it writes.
-
-Residency is read with mincore(2) on a private mapping of the segment file: the kernel's own
-answer to "is this page in the page cache", not a proxy for it.
-"""
+"""log.cache.retain.bytes: a log keeps only its newest bytes in the OS page cache as it writes
+(residency read with mincore(2): ``tests.page_residency``)."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import mmap
 import os
 from pathlib import Path
 
@@ -17,30 +11,7 @@ import pytest
 from oncelog.protocol.records import make_batch
 from oncelog.storage import Log, LogConfig
 from tests.fake_clock import FakeClock
-
-MIB = 1 << 20
-PAGE = mmap.PAGESIZE
-
-
-def resident_bytes(path: Path, start: int = 0, end: int | None = None) -> int:
-    """Bytes of ``path`` in [start, end) that are in the page cache."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    size = path.stat().st_size
-    end = size if end is None else end
-    with open(path, "rb") as file:
-        mapped = mmap.mmap(file.fileno(), size, access=mmap.ACCESS_COPY)
-    try:
-        anchor = ctypes.c_char.from_buffer(mapped)
-        pages = (size + PAGE - 1) // PAGE
-        vector = (ctypes.c_ubyte * pages)()
-        if libc.mincore(ctypes.c_void_p(ctypes.addressof(anchor)), ctypes.c_size_t(size),
-                        vector) != 0:
-            raise OSError(ctypes.get_errno(), "mincore failed")
-        del anchor
-        return sum(PAGE for page in range(start // PAGE, (end + PAGE - 1) // PAGE)
-                   if vector[page] & 1)
-    finally:
-        mapped.close()
+from tests.page_residency import MIB, resident_bytes
 
 
 def write_mib(log: Log, count: int) -> None:
