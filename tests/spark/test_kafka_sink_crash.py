@@ -71,7 +71,9 @@ def test_kafka_sink_is_exactly_once_across_repeated_driver_kills(spark_broker, t
     started = time.monotonic()
 
     def run_and_kill(wait) -> None:
-        job = CopyJob(args + ["--pause-ms", "300"], log)
+        # the hold keeps kill 2 inside an open transaction: without it the broker commits
+        # the batch within milliseconds of its records showing, often before the kill lands
+        job = CopyJob(args + ["--pause-ms", "300", "--hold-transaction-ms", "500"], log)
         jobs.append(job)
         try:
             wait(job)
@@ -81,7 +83,7 @@ def test_kafka_sink_is_exactly_once_across_repeated_driver_kills(spark_broker, t
 
     def random_moment(job: CopyJob) -> None:
         job.wait_for(batch_line("writing", 0))
-        time.sleep(rng.uniform(0, 0.9))           # 0.3 s pause, the transaction, 0.3 s pause
+        time.sleep(rng.uniform(0, 1.4))  # 0.3 s pause, the transaction held 0.5 s, 0.3 s pause
 
     def open_transaction(job: CopyJob) -> None:
         wait_until(lambda: open_transaction_in(admin, out, 3), "an open transaction", job)

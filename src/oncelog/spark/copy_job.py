@@ -16,7 +16,9 @@ It prints one line per event on stdout, flushed, so a supervisor can time its fa
 ``started``, ``batch N writing`` (foreachBatch entered), ``batch N written`` (the sink
 committed; Spark has not yet recorded the batch in its commit log) or ``batch N skipped``
 (the Kafka sink found the batch committed already), ``idle`` and ``stopped``.
-``--pause-ms`` sleeps inside each batch, before and after the write, to widen those windows.
+``--pause-ms`` sleeps inside each batch, before and after the write, to widen those windows;
+``--hold-transaction-ms`` keeps the Kafka sink's transaction open that long, its records
+written, before the commit.
 
 ``--master`` connects to a cluster (``spark://HOST:PORT``; the default is ``local[2]``). Then
 the driver's web UI is on (a free port) and the job also prints ``app APP_ID ui URL`` before
@@ -69,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trigger-ms", type=int, default=200)
     parser.add_argument("--pause-ms", type=int, default=0,
                         help="sleep this long before and after each batch's write")
+    parser.add_argument("--hold-transaction-ms", type=int, default=0,
+                        help="kafka:// sink: keep each transaction open this long with its "
+                             "records written, before committing it")
     parser.add_argument("--stop-when-idle", type=float, default=None, metavar="SECONDS",
                         help="stop after this long without new records (default: run until killed)")
     return parser
@@ -96,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     sink_object = None
     if args.sink.startswith("kafka://"):
         sink_object = KafkaSink(args.bootstrap, args.sink[len("kafka://"):],
-                                sink_id=args.query_name)
+                                sink_id=args.query_name,
+                                hold_open_s=args.hold_transaction_ms / 1000)
     elif not args.sink.startswith("files://"):
         sink_object = TransactionalSink(args.sink, args.table, query_name=args.query_name)
     if sink_object is not None:

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from .columns import OffsetTracker, local_rows, to_json_text
@@ -80,7 +81,7 @@ class KafkaSink:
     def __init__(self, bootstrap: str, topic: str, *, sink_id: str = "default",
                  key_column: str | None = None, value_column: str | None = None,
                  producer_config: dict | None = None, timeout_s: float = 30.0,
-                 transaction_timeout_s: float = 60.0) -> None:
+                 transaction_timeout_s: float = 60.0, hold_open_s: float = 0.0) -> None:
         if not isinstance(bootstrap, str) or not bootstrap:
             raise SinkError("bootstrap must be HOST:PORT of a broker.")
         if not isinstance(topic, str) or not topic:
@@ -97,6 +98,9 @@ class KafkaSink:
         self.key_column = key_column
         self.value_column = value_column
         self.timeout_s = timeout_s
+        # fault tests: keep each transaction open this long with its records in the log, so a
+        # kill can land in it (a fast broker commits 800 records within a few milliseconds)
+        self.hold_open_s = hold_open_s
         self.producer_settings = {
             "bootstrap.servers": bootstrap, "transaction.timeout.ms":
             int(transaction_timeout_s * 1000), "linger.ms": 5, **(producer_config or {}),
@@ -161,6 +165,9 @@ class KafkaSink:
                                       metadata=encode_marker(marker))]
             producer.send_offsets_to_transaction(
                 offsets, self._consumer.consumer_group_metadata(), self.timeout_s)
+            if self.hold_open_s > 0:
+                producer.flush(self.timeout_s)
+                time.sleep(self.hold_open_s)
             _commit(producer, self.timeout_s)
         except KafkaException as error:
             self._abort_quietly()
