@@ -72,3 +72,40 @@ def _offsets_partition(cluster, group: str) -> int:
 def _request(group, *partitions):
     from confluent_kafka import ConsumerGroupTopicPartitions
     return ConsumerGroupTopicPartitions(group, list(partitions))
+
+
+def test_a_restarted_static_member_keeps_its_new_identity_across_a_coordinator_failover(
+        cluster_factory):
+    """KIP-345 on a cluster: a static member restarted (no LeaveGroup) takes a new member id
+    from the coordinator; after the coordinator's broker dies, the coordinator that loads the
+    group from the replicated log must know that new id, not fence the member with
+    FENCED_INSTANCE_ID (seen in `oncelog verify --brokers 3` under kill-consumer, then
+    kill-leader)."""
+    cluster = cluster_factory(3)
+    create_topic(cluster, "events", replication=3)
+    send = producer(cluster, acks="all")
+    for i in range(60):
+        send.produce("events", b"v-%d" % i)
+    assert send.flush(15) == 0
+    config = {"bootstrap.servers": cluster.bootstrap, "group.id": "static",
+              "group.instance.id": "worker-1", "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "session.timeout.ms": 6000,
+              "topic.metadata.refresh.interval.ms": 1000}
+    first = Consumer(config)
+    first.subscribe(["events"])
+    assert consume(first, 20) == [b"v-%d" % i for i in range(20)]
+    first.close()  # a static member sends no LeaveGroup: as if its process had died
+    errors: list = []
+    restarted = Consumer({**config, "error_cb": errors.append})
+    restarted.subscribe(["events"])
+    assert consume(restarted, 20) == [b"v-%d" % i for i in range(20, 40)]
+    admin_client = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    coordinator = admin_client.describe_consumer_groups(["static"])["static"].result(10) \
+        .coordinator.id
+    wait_until(lambda: len(isr_of(cluster, "__consumer_offsets",
+                                  partition=_offsets_partition(cluster, "static"))) == 3,
+               what="__consumer_offsets fully replicated")
+    cluster.kill(coordinator)
+    assert consume(restarted, 20, timeout_s=45) == [b"v-%d" % i for i in range(40, 60)]
+    restarted.close()
+    assert not [e for e in errors if e.fatal()], errors

@@ -95,6 +95,13 @@ CLUSTER_SETTINGS = {
     "unclean.leader.election.enable": "false",
     "offsets.topic.num.partitions": "3",   # fewer elections per kill on a 2-core machine
 }
+# The static consumers' session.timeout.ms (consumer, transform). On a cluster it must outlast
+# the group coordinator's failover (the ZooKeeper session, an election, the group's reload)
+# and a pause of the coordinator's broker: librdkafka times a session out by itself while no
+# coordinator answers, drops its member id, and the commit it sends next without one is
+# fenced with FENCED_INSTANCE_ID, a fatal error (librdkafka#3437; Kafka answers the same).
+CONSUMER_SESSION_TIMEOUT_MS = 6000
+CLUSTER_CONSUMER_SESSION_TIMEOUT_MS = 3 * SESSION_TIMEOUT_MS
 
 
 def prose(semantics: str) -> str:
@@ -564,11 +571,13 @@ class _SemanticsRun:
         if control is not None and control.anomaly == "lost":
             return ConsumerStage("at_most_once", bootstrap=self.bootstrap, topic=self.topic,
                                  sink=sink, log_path=logs / f"{self.name}-consumer.log",
-                                 children=self.runner.children)
+                                 children=self.runner.children,
+                                 session_timeout_ms=self._session_timeout_ms())
         if isinstance(sink, ReadTable) and self.semantics == "exactly_once":
             return TransformStage(bootstrap=self.bootstrap, topic=self.topic,
                                   partitions=self.scenario.partitions, sink=sink, log_dir=logs,
-                                  name=self.name, children=self.runner.children)
+                                  name=self.name, children=self.runner.children,
+                                  session_timeout_ms=self._session_timeout_ms())
         if isinstance(sink, ReadTable):
             isolation = self.scenario.isolation
             return ReaderStage(bootstrap=self.bootstrap, topic=self.topic,
@@ -580,7 +589,12 @@ class _SemanticsRun:
             guarantee = "at_least_once"
         return ConsumerStage(guarantee, bootstrap=self.bootstrap, topic=self.topic, sink=sink,
                              log_path=logs / f"{self.name}-consumer.log",
-                             children=self.runner.children)
+                             children=self.runner.children,
+                             session_timeout_ms=self._session_timeout_ms())
+
+    def _session_timeout_ms(self) -> int:
+        return (CLUSTER_CONSUMER_SESSION_TIMEOUT_MS if self.scenario.brokers > 1
+                else CONSUMER_SESSION_TIMEOUT_MS)
 
     def _faults(self, proxy: ProxyThread | ProxyGroup | None) -> dict:
         stage = self.stage

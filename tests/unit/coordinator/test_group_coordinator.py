@@ -257,6 +257,10 @@ def test_a_restarted_static_member_takes_over_without_a_rebalance():
     assert groups.heartbeat("app", old_a, 1, "host-a") is E.FENCED_INSTANCE_ID
     assert groups.commit("app", old_a, 1, {("t", 0): 5}, "host-a") == {
         ("t", 0): E.FENCED_INSTANCE_ID}
+    # So is a commit with the instance id and no member id: what librdkafka sends after
+    # timing its own session out while no coordinator answered (Kafka answers the same).
+    assert groups.commit("app", "", -1, {("t", 0): 5}, "host-a") == {
+        ("t", 0): E.FENCED_INSTANCE_ID}
     assert groups.records("app")[-1][3] == tuple(group.members)
 
 

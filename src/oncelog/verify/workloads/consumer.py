@@ -32,11 +32,12 @@ __all__ = ["command", "main"]
 
 
 def command(*, guarantee: str, bootstrap: str, group: str, topic: str, sink_url: str,
-            table: str, instance: str, batch_size: int = 200) -> list[str]:
+            table: str, instance: str, session_timeout_ms: int,
+            batch_size: int = 200) -> list[str]:
     return [sys.executable, "-m", "oncelog.verify.workloads.consumer",
             "--guarantee", guarantee, "--bootstrap", bootstrap, "--group", group,
             "--topic", topic, "--sink", sink_url, "--table", table, "--instance", instance,
-            "--batch-size", str(batch_size)]
+            "--session-timeout-ms", str(session_timeout_ms), "--batch-size", str(batch_size)]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="the DeliveriesTable's database: sqlite:///... or postgresql://...")
     parser.add_argument("--table", default="deliveries", help="the DeliveriesTable's table")
     parser.add_argument("--instance", required=True, help="group.instance.id")
+    parser.add_argument("--session-timeout-ms", type=int, required=True)
     parser.add_argument("--batch-size", type=int, default=200)
     return parser
 
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
 
     member = CrashingConsumer(
         args.guarantee, args.bootstrap, args.group, [args.topic], process,
-        config={"group.instance.id": args.instance, "session.timeout.ms": 6000,
+        config={"group.instance.id": args.instance,
+                "session.timeout.ms": args.session_timeout_ms,
                 "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100,
                 "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
                 "logger": quiet},

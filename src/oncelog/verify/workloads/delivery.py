@@ -245,7 +245,8 @@ class _SelfKillingStage(_Stage):
 
 class ConsumerStage(_SelfKillingStage):
     def __init__(self, guarantee: str, *, bootstrap: str, topic: str, sink: DeliveriesTable,
-                 log_path: Path, children: Children, batch_size: int = 200) -> None:
+                 log_path: Path, children: Children, session_timeout_ms: int,
+                 batch_size: int = 200) -> None:
         super().__init__()
         self.guarantee = guarantee
         self.sink = sink
@@ -254,7 +255,9 @@ class ConsumerStage(_SelfKillingStage):
             self.description,
             consumer_worker.command(guarantee=guarantee, bootstrap=bootstrap, group=topic,
                                     topic=topic, sink_url=sink.url, table=sink.table,
-                                    instance=f"{topic}-consumer", batch_size=batch_size),
+                                    instance=f"{topic}-consumer",
+                                    session_timeout_ms=session_timeout_ms,
+                                    batch_size=batch_size),
             log_path, watch=True))
 
 
@@ -281,7 +284,8 @@ class TransformStage(_SelfKillingStage):
     reach the input's log end and the reader has read the output topic to its end."""
 
     def __init__(self, *, bootstrap: str, topic: str, partitions: int, sink: ReadTable,
-                 log_dir: Path, name: str, children: Children) -> None:
+                 log_dir: Path, name: str, children: Children,
+                 session_timeout_ms: int) -> None:
         super().__init__()
         self.bootstrap = bootstrap
         self.topic = topic
@@ -294,7 +298,8 @@ class TransformStage(_SelfKillingStage):
                                   log_path=log_dir / f"{name}-reader.log", children=children)
         self.child = children.add(ChildProcess(
             self.description,
-            transform_worker.command(bootstrap=bootstrap, topic=topic, group=self.group),
+            transform_worker.command(bootstrap=bootstrap, topic=topic, group=self.group,
+                                     session_timeout_ms=session_timeout_ms),
             log_dir / f"{name}-transform.log", watch=True))
         self._offsets_client = None
 

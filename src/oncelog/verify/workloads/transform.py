@@ -52,10 +52,11 @@ def output_topic(topic: str) -> str:
     return f"{topic}-out"
 
 
-def command(*, bootstrap: str, topic: str, group: str, batch_size: int = 500) -> list[str]:
+def command(*, bootstrap: str, topic: str, group: str, session_timeout_ms: int,
+            batch_size: int = 500) -> list[str]:
     return [sys.executable, "-m", "oncelog.verify.workloads.transform",
             "--bootstrap", bootstrap, "--topic", topic, "--group", group,
-            "--batch-size", str(batch_size)]
+            "--session-timeout-ms", str(session_timeout_ms), "--batch-size", str(batch_size)]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True, help="the input topic")
     parser.add_argument("--group", required=True)
+    parser.add_argument("--session-timeout-ms", type=int, required=True)
     parser.add_argument("--batch-size", type=int, default=500)
     return parser
 
@@ -122,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         args.bootstrap, args.group, [args.topic], copy, output_topic(args.topic),
         transactional_id=f"{output_topic(args.topic)}-transform",
         consumer_config={"group.instance.id": f"{args.group}-worker",
-                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
-                         "fetch.wait.max.ms": 100, "reconnect.backoff.ms": 50,
+                         "session.timeout.ms": args.session_timeout_ms,
+                         "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100,
+                         "reconnect.backoff.ms": 50,
                          "reconnect.backoff.max.ms": 500, "logger": quiet},
         producer_config={"linger.ms": 5, "request.timeout.ms": 5000,
                          "message.timeout.ms": int(TRANSACTION_TIMEOUT_S * 1000),
