@@ -209,14 +209,15 @@ def latency_producer(bootstrap: str, topic: str, count: int, rate: float,
 
 
 def transactional_produce(bootstrap: str, topic: str, value_size: int, count: int,
-                          per_transaction: int, transactional_id: str) -> dict:
+                          per_transaction: int, transactional_id: str,
+                          extra: dict | None = None) -> dict:
     """Produce ``count`` values to partition 0 in transactions of ``per_transaction``
     records; time init_transactions done to the last commit, and each commit_transaction
     call (what the application waits for)."""
     producer = Producer(_quiet({"bootstrap.servers": bootstrap,
                                 "transactional.id": transactional_id,
                                 **{k: v for k, v in PRODUCER_BASE.items()
-                                   if k != "enable.idempotence"}}))
+                                   if k != "enable.idempotence"}, **(extra or {})}))
     producer.init_transactions(30)
     value = os.urandom(value_size)
     produce_one, poll = producer.produce, producer.poll
