@@ -27,14 +27,8 @@ def consume(consumer: Consumer, count: int, timeout_s: float = 30.0) -> list[byt
 def test_committed_offsets_survive_the_coordinators_death_and_the_group_keeps_consuming(
         cluster_factory):
     cluster = cluster_factory(3)
-    create_topic(cluster, "events", replication=3)
-    send = producer(cluster, acks="all")
-    for i in range(100):
-        send.produce("events", b"first-%d" % i)
-    assert send.flush(15) == 0
-    config = {"bootstrap.servers": cluster.bootstrap, "group.id": "billing",
-              "auto.offset.reset": "earliest", "enable.auto.commit": False,
-              "session.timeout.ms": 6000, "topic.metadata.refresh.interval.ms": 1000}
+    send = _events(cluster, [b"first-%d" % i for i in range(100)])
+    config = _group_config(cluster, "billing")
     consumer = Consumer(config)
     consumer.subscribe(["events"])
     assert consume(consumer, 100) == [b"first-%d" % i for i in range(100)]
@@ -64,6 +58,22 @@ def test_committed_offsets_survive_the_coordinators_death_and_the_group_keeps_co
     again.close()
 
 
+def _events(cluster, values: list[bytes]):
+    """Topic "events" (RF 3) holding ``values``; the producer, for more."""
+    create_topic(cluster, "events", replication=3)
+    send = producer(cluster, acks="all")
+    for value in values:
+        send.produce("events", value)
+    assert send.flush(15) == 0
+    return send
+
+
+def _group_config(cluster, group: str, **extra) -> dict:
+    return {"bootstrap.servers": cluster.bootstrap, "group.id": group,
+            "auto.offset.reset": "earliest", "enable.auto.commit": False,
+            "session.timeout.ms": 6000, "topic.metadata.refresh.interval.ms": 1000, **extra}
+
+
 def _offsets_partition(cluster, group: str) -> int:
     from oncelog.coordinator.group.records import partition_for
     return partition_for(group, 3)  # offsets.topic.num.partitions=3 in these tests
@@ -78,19 +88,11 @@ def test_a_restarted_static_member_keeps_its_new_identity_across_a_coordinator_f
         cluster_factory):
     """KIP-345 on a cluster: a static member restarted (no LeaveGroup) takes a new member id
     from the coordinator; after the coordinator's broker dies, the coordinator that loads the
-    group from the replicated log must know that new id, not fence the member with
-    FENCED_INSTANCE_ID (seen in `oncelog verify --brokers 3` under kill-consumer, then
-    kill-leader)."""
+    group from the replicated log knows that new id and keeps taking the member's commits (a
+    stale id there would be answered FENCED_INSTANCE_ID, fatal to the consumer)."""
     cluster = cluster_factory(3)
-    create_topic(cluster, "events", replication=3)
-    send = producer(cluster, acks="all")
-    for i in range(60):
-        send.produce("events", b"v-%d" % i)
-    assert send.flush(15) == 0
-    config = {"bootstrap.servers": cluster.bootstrap, "group.id": "static",
-              "group.instance.id": "worker-1", "auto.offset.reset": "earliest",
-              "enable.auto.commit": False, "session.timeout.ms": 6000,
-              "topic.metadata.refresh.interval.ms": 1000}
+    _events(cluster, [b"v-%d" % i for i in range(60)])
+    config = _group_config(cluster, "static", **{"group.instance.id": "worker-1"})
     first = Consumer(config)
     first.subscribe(["events"])
     assert consume(first, 20) == [b"v-%d" % i for i in range(20)]
