@@ -61,3 +61,36 @@ def test_manual_assignment_to_a_broker_that_does_not_exist_is_refused(broker):
     assert error is not None and error.args[0].code() == ErrorCode.INVALID_REPLICA_ASSIGNMENT
     assert futures["here"].result(10) is None
     assert len(admin.list_topics("here", timeout=10).topics["here"].partitions) == 2
+
+
+def test_one_broker_client_shared_by_concurrent_tasks_gives_each_its_own_answer(broker):
+    """The transaction coordinator writes markers for concurrent transactions through one
+    ``BrokerClient`` per broker. Two requests in flight on it at once used to take each
+    other's answers: one failed on the correlation id, the other waited out its whole
+    timeout (35 s), and the EndTxn behind it went unanswered (found by ``oncelog verify
+    --brokers 3``). Twenty tasks at once, each asking for a different topic, must each get
+    their own topic back, at once."""
+    import asyncio
+    import time
+
+    from oncelog.replication.client import BrokerClient
+
+    topics = [f"shared-{i}" for i in range(20)]
+    for topic in topics:
+        produce(broker.bootstrap, topic, 1)
+    host, port = broker.bootstrap.rsplit(":", 1)
+
+    async def ask_all() -> list[list[str]]:
+        client = BrokerClient(host, int(port), timeout_s=10)
+        try:
+            answers = await asyncio.gather(*[
+                client.request(messages.MetadataRequest(
+                    topics=[messages.MetadataRequest.MetadataRequestTopic(name=topic)]), 1)
+                for topic in topics])
+        finally:
+            client.close()
+        return [[t.name for t in answer.topics] for answer in answers]
+
+    started = time.monotonic()
+    assert asyncio.run(ask_all()) == [[topic] for topic in topics]
+    assert time.monotonic() - started < 5

@@ -3,7 +3,10 @@ OffsetForLeaderEpoch to its leader).
 
 One TCP connection, one request in flight at a time (a fetcher waits for each answer before
 sending the next, as Kafka's ``ReplicaFetcherThread`` does), the same codecs the broker
-serves with (``protocol.messages``). Every failure — refused, reset, timed out, a response
+serves with (``protocol.messages``). Callers that share a client (the transaction
+coordinator's marker writers, one task per completing transaction) queue on a lock: the
+reader hands each frame to the one waiting request, so two in flight would take each
+other's answers. Every failure — refused, reset, timed out, a response
 that does not decode — is a ``ConnectionError``; the caller backs off and reconnects.
 
 Responses are read with a ``BufferedProtocol`` straight into one buffer, reused from response
@@ -84,18 +87,22 @@ class BrokerClient:
         self._transport: asyncio.Transport | None = None
         self._reader: _ResponseReader | None = None
         self._correlation_id = 0
+        self._one_at_a_time = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"BrokerClient({self.host}:{self.port})"
 
     async def request(self, request, version: int):
-        """Send ``request`` at ``version``; return the decoded response."""
-        try:
-            return await asyncio.wait_for(self._round_trip(request, version), self.timeout_s)
-        except (OSError, asyncio.TimeoutError, ValueError, EOFError) as error:
-            self.close()
-            raise ConnectionError(f"{self.host}:{self.port}: {type(error).__name__}: "
-                                  f"{error}") from None
+        """Send ``request`` at ``version``; return the decoded response. Concurrent callers
+        take turns; ``timeout_s`` counts from a caller's turn."""
+        async with self._one_at_a_time:
+            try:
+                return await asyncio.wait_for(self._round_trip(request, version),
+                                              self.timeout_s)
+            except (OSError, asyncio.TimeoutError, ValueError, EOFError) as error:
+                self.close()
+                raise ConnectionError(f"{self.host}:{self.port}: {type(error).__name__}: "
+                                      f"{error}") from None
 
     async def _round_trip(self, request, version: int):
         if self._transport is None or self._reader.error is not None:
