@@ -1,6 +1,6 @@
 """Ceilings behind two ratios the issues ask for, measured with oncelog's broker out of the way:
 
-    .venv/bin/python benchmarks/ceilings.py [--runs 3] [--scale 1.0] [--cases transactions,replication]
+    .venv/bin/python benchmarks/ceilings.py [--runs 3] [--scale 1.0] [--cases CASE,...]
 
 ``transactions`` (issue 12: a transactional producer committing every 1,000 x 1 KiB at
 >= 0.8x the plain producer): confluent-kafka's producer (librdkafka) against librdkafka's own
@@ -32,7 +32,6 @@ import multiprocessing
 import os
 import resource
 import socket
-import statistics
 import sys
 import tempfile
 import time
@@ -42,7 +41,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from throughput import Topics, run_client, settle_disk, start_oncelog  # noqa: E402
+from throughput import (Topics, median_range, run_client, settle_disk,  # noqa: E402
+                        start_oncelog)
 
 CHUNK = 1 << 20
 DROP_EVERY = 16 << 20      # as storage/segment.py's _CACHE_STEP
@@ -205,11 +205,6 @@ def transactions_run(count: int, run: int) -> dict:
 
 # -- report ----------------------------------------------------------------------------------
 
-def _median_range(values: list[float], digits: int = 0) -> str:
-    return (f"{statistics.median(values):.{digits}f} "
-            f"({min(values):.{digits}f}-{max(values):.{digits}f})")
-
-
 def report(runs: list[dict]) -> None:
     def column(case: str, *path: str) -> list[float]:
         values = []
@@ -223,12 +218,12 @@ def report(runs: list[dict]) -> None:
     print(f"median (min-max) of {len(runs)} runs, {os.cpu_count()} cores")
     if "transactions" in runs[0]:
         print("\ntransactions: librdkafka against librdkafka's in-process mock broker")
-        print(f"  plain          {_median_range(column('transactions', 'plain', 'mb_per_s'))}"
+        print(f"  plain          {median_range(column('transactions', 'plain', 'mb_per_s'), '.0f')}"
               " MB/s")
         print(f"  transactional  "
-              f"{_median_range(column('transactions', 'transactional', 'mb_per_s'))} MB/s "
+              f"{median_range(column('transactions', 'transactional', 'mb_per_s'), '.0f')} MB/s "
               f"(commit every {PER_TRANSACTION:,})")
-        print(f"  ratio          {_median_range(column('transactions', 'ratio'), 2)}"
+        print(f"  ratio          {median_range(column('transactions', 'ratio'), '.2f')}"
               "   (issue 12 asks >= 0.8 against oncelog)")
     if "replication" in runs[0]:
         print("\nreplication: data movement alone (no protocol), CPU ms per MB")
@@ -236,17 +231,17 @@ def report(runs: list[dict]) -> None:
             leader = column("replication", name, "cpu_ms_per_mb", "leader")
             followers = column("replication", name, "cpu_ms_per_mb", "followers")
             rate = column("replication", name, "mb_per_s")
-            print(f"  {name:16} {_median_range(rate):>20} MB/s   leader "
-                  f"{_median_range(leader, 2)}, followers {_median_range(followers, 2)}")
+            print(f"  {name:16} {median_range(rate, '.0f'):>20} MB/s   leader "
+                  f"{median_range(leader, '.2f')}, followers {median_range(followers, '.2f')}")
         single = column("replication", "single_acks1", "mb_per_s")
         client = column("replication", "single_acks1", "client_ms_per_mb")
-        print(f"  single oncelog broker acks=1 via confluent-kafka: {_median_range(single)} "
-              f"MB/s, client CPU {_median_range(client, 2)} ms/MB")
+        print(f"  single oncelog broker acks=1 via confluent-kafka: {median_range(single, '.0f')} "
+              f"MB/s, client CPU {median_range(client, '.2f')} ms/MB")
         for name in ("rf3", "rf3_drop_behind"):
             ceiling = column("replication", name, "rf3_ceiling_mb_per_s")
             ratio = column("replication", name, "ceiling_ratio")
-            print(f"  RF 3 ceiling ({name}): {_median_range(ceiling)} MB/s = "
-                  f"{_median_range(ratio, 2)} x the single broker   (issue 11 asks >= 0.5)")
+            print(f"  RF 3 ceiling ({name}): {median_range(ceiling, '.0f')} MB/s = "
+                  f"{median_range(ratio, '.2f')} x the single broker   (issue 11 asks >= 0.5)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -471,6 +471,12 @@ def describe_run(result: dict) -> str:
     return ", ".join(parts)
 
 
+def median_range(values: list[float], fmt: str = ".1f") -> str:
+    """"median (min-max)", each formatted with ``fmt``: how every table here shows runs."""
+    return (f"{format(statistics.median(values), fmt)} "
+            f"({format(min(values), fmt)}-{format(max(values), fmt)})")
+
+
 def spread(values: list[float]) -> dict | None:
     values = [v for v in values if v is not None]
     if not values:

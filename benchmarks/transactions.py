@@ -44,7 +44,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import java_producer  # noqa: E402
-from throughput import Topics, run_client, settle_disk, start_oncelog  # noqa: E402
+from throughput import (Topics, median_range, run_client, settle_disk,  # noqa: E402
+                        start_oncelog)
 
 VALUE_BYTES = 1024
 MESSAGES_AT_SCALE_1 = 1_000_000
@@ -95,10 +96,6 @@ def java_cases(classes: Path, bootstrap: str, topics: Topics, count: int) -> dic
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-def median_range(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
 
 
 def main(argv: list[str] | None = None) -> int:

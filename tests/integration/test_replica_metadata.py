@@ -5,11 +5,15 @@ brokers that do not exist are refused. (Clusters are tested in tests/cluster/.)"
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.protocol import messages
 from oncelog.protocol.errors import ErrorCode
+from oncelog.replication.client import BrokerClient
 
 from .raw import RawConnection
 
@@ -70,11 +74,6 @@ def test_one_broker_client_shared_by_concurrent_tasks_gives_each_its_own_answer(
     timeout (35 s), and the EndTxn behind it went unanswered (found by ``oncelog verify
     --brokers 3``). Twenty tasks at once, each asking for a different topic, must each get
     their own topic back, at once."""
-    import asyncio
-    import time
-
-    from oncelog.replication.client import BrokerClient
-
     topics = [f"shared-{i}" for i in range(20)]
     for topic in topics:
         produce(broker.bootstrap, topic, 1)

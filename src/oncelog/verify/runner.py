@@ -551,6 +551,8 @@ class _SemanticsRun:
     def _stage(self):
         sink = _sink(self.scenario, self.semantics)
         logs = self.runner.out / "logs"
+        session_timeout_ms = (CLUSTER_CONSUMER_SESSION_TIMEOUT_MS if self.scenario.brokers > 1
+                              else CONSUMER_SESSION_TIMEOUT_MS)
         if isinstance(sink, PipelineTable):
             return PipelineStage(bootstrap=self.bootstrap, topic=self.topic, sink=sink,
                                  checkpoint=self.runner.out / self.name / "checkpoint",
@@ -572,12 +574,12 @@ class _SemanticsRun:
             return ConsumerStage("at_most_once", bootstrap=self.bootstrap, topic=self.topic,
                                  sink=sink, log_path=logs / f"{self.name}-consumer.log",
                                  children=self.runner.children,
-                                 session_timeout_ms=self._session_timeout_ms())
+                                 session_timeout_ms=session_timeout_ms)
         if isinstance(sink, ReadTable) and self.semantics == "exactly_once":
             return TransformStage(bootstrap=self.bootstrap, topic=self.topic,
                                   partitions=self.scenario.partitions, sink=sink, log_dir=logs,
                                   name=self.name, children=self.runner.children,
-                                  session_timeout_ms=self._session_timeout_ms())
+                                  session_timeout_ms=session_timeout_ms)
         if isinstance(sink, ReadTable):
             isolation = self.scenario.isolation
             return ReaderStage(bootstrap=self.bootstrap, topic=self.topic,
@@ -590,11 +592,7 @@ class _SemanticsRun:
         return ConsumerStage(guarantee, bootstrap=self.bootstrap, topic=self.topic, sink=sink,
                              log_path=logs / f"{self.name}-consumer.log",
                              children=self.runner.children,
-                             session_timeout_ms=self._session_timeout_ms())
-
-    def _session_timeout_ms(self) -> int:
-        return (CLUSTER_CONSUMER_SESSION_TIMEOUT_MS if self.scenario.brokers > 1
-                else CONSUMER_SESSION_TIMEOUT_MS)
+                             session_timeout_ms=session_timeout_ms)
 
     def _faults(self, proxy: ProxyThread | ProxyGroup | None) -> dict:
         stage = self.stage
