@@ -80,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
                 pid = int(stat.read().rsplit(")", 1)[1].split()[1])
         pids = " ".join(chain)
         if progress_dir:
-            with open(os.path.join(progress_dir, str(os.getpid())), "w") as progress:
+            # Written aside and renamed: the test never reads a truncated, still-empty file.
+            path = os.path.join(progress_dir, str(os.getpid()))
+            with open(path + ".part", "w") as progress:
                 progress.write(pids)
+            os.replace(path + ".part", path)
         if delay_s:
             clock.sleep(delay_s)
         found = re.search(r"executorId=([^&]+)", os.environ.get("SPARK_LOG_URL_STDERR", ""))

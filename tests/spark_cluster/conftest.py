@@ -150,10 +150,14 @@ def reading_now(progress_dir: Path, since: float, timeout_s: float = 60.0) -> li
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for entry in progress_dir.iterdir():
+            if entry.suffix == ".part":
+                continue            # being written; renamed into place when whole
             try:
                 if entry.stat().st_mtime > since:
-                    return [int(pid) for pid in entry.read_text().split()]
+                    chain = [int(pid) for pid in entry.read_text().split()]
+                    if chain:
+                        return chain
             except (OSError, ValueError):
-                continue            # being written: look again
+                continue            # replaced or removed meanwhile: look again
         time.sleep(0.02)
     raise AssertionError(f"no task read a row within {timeout_s:g} s")

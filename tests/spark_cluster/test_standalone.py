@@ -96,7 +96,9 @@ def test_an_executor_then_a_worker_killed_mid_batch_leave_every_record_once(
 
         driver.wait_for_line("batch 1 writing", 120)
         chain = reading_now(progress, since=time.time())
-        executor_pid = next(pid for pid in chain if pid in watch.pids(app_id))
+        executors = watch.pids(app_id)
+        executor_pid = next((pid for pid in chain if pid in executors), None)
+        assert executor_pid, f"the reading task's pid chain {chain} holds no executor {executors}"
         os.kill(executor_pid, signal.SIGKILL)
 
         driver.wait_for_line("batch 3 writing", 180)
