@@ -116,13 +116,14 @@ def test_at_least_once_run_loses_nothing_under_faults(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # ~1-2 min; Spark's JVM starts slowly on a machine under load
 def test_exactly_once_pipeline_run_neither_loses_nor_duplicates(tmp_path):
     """The Spark copy job is killed right after the sink committed a batch and before
     Spark recorded it, so the restarted query runs that batch again: the TransactionalSink
     must skip it. Meanwhile the broker is killed and acknowledgements are dropped."""
     faults = ["kill-driver", "drop-acks", "kill-broker"]
     run = run_verify(tmp_path / "out", "--semantics", "exactly-once", "--duration", "25",
-                     "--seed", "21", "--faults", ",".join(faults), timeout=280)
+                     "--seed", "21", "--faults", ",".join(faults), timeout=540)
     assert run.returncode == 0, run.explain()
     result = run.result["results"]["exactly_once"]
     counts = result["counts"]
@@ -173,6 +174,7 @@ def test_an_existing_broker_given_with_bootstrap_is_used_and_left_running(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # ~3 min: four Spark drivers start; CI once saw 40 s for one
 def test_runs_into_postgresql_keep_their_contracts(tmp_path, postgres_url):
     """``--sink postgresql://...``: the at-least-once consumer and the exactly-once Spark
     pipeline deliver into a real PostgreSQL server, a table per semantics; the driver is
@@ -183,7 +185,7 @@ def test_runs_into_postgresql_keep_their_contracts(tmp_path, postgres_url):
     faults = ["kill-consumer", "kill-driver"]
     run = run_verify(tmp_path / "out", "--semantics", "at-least-once,exactly-once",
                      "--duration", "20", "--seed", "23", "--faults", ",".join(faults),
-                     "--sink", postgres_url, timeout=300)
+                     "--sink", postgres_url, timeout=540)
     assert run.returncode == 0, run.explain()
     with psycopg.connect(postgres_url) as connection:
         for semantics in ("at_least_once", "exactly_once"):

@@ -48,12 +48,27 @@ def verify_command(out: Path, *args: str) -> list[str]:
 
 
 def run_verify(out: Path, *args: str, timeout: float = 240) -> VerifyRun:
+    """Run ``oncelog verify`` to its end. A run past ``timeout``, or a test interrupted
+    meanwhile (pytest-timeout), is stopped with ``stop_run``: its broker and clients never
+    outlive the test."""
     started = time.monotonic()
-    done = subprocess.run(verify_command(out, *args), capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(verify_command(out, *args), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                               preexec_fn=interruptible)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_run(process, [], wait_s=30)
+        stdout, stderr = process.communicate()
+        raise AssertionError(f"oncelog verify did not finish in {timeout:g} s; output in {out}"
+                             f"\n--- stdout ---\n{stdout[-4000:]}\n--- stderr ---\n"
+                             f"{stderr[-2000:]}") from None
+    except BaseException:
+        stop_run(process, [], wait_s=30)
+        raise
     result_path = out / "result.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else None
-    return VerifyRun(done.returncode, done.stdout, done.stderr, out, result,
+    return VerifyRun(process.returncode, stdout, stderr, out, result,
                      time.monotonic() - started)
 
 
