@@ -24,6 +24,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from oncelog.broker.process import free_port
 
@@ -137,6 +138,27 @@ class PostgresServer:
         with psycopg.connect(self.url(), autocommit=True) as connection:
             connection.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
+
+    def owner_with_password(self, database_url: str, role: str, password: str) -> str:
+        """Make ``role`` (created, with ``password``) the owner of the database at
+        ``database_url`` and return a URL that logs in as it. The role alone authenticates
+        with scram-sha-256 (a pg_hba.conf line ahead of ``trust``): a wrong or missing
+        password is refused."""
+        import psycopg
+        from psycopg import sql
+
+        hba = self.data_dir / "pg_hba.conf"
+        line = f"host all {role} {self.host}/32 scram-sha-256\n"
+        if line not in hba.read_text():
+            hba.write_text(line + hba.read_text())
+        database = database_url.rsplit("/", 1)[1]
+        with psycopg.connect(self.url(), autocommit=True) as connection:
+            connection.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(password)))
+            connection.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(
+                sql.Identifier(database), sql.Identifier(role)))
+            connection.execute("SELECT pg_reload_conf()")
+        return f"postgresql://{role}:{quote(password, safe='')}@{self.host}:{self.port}/{database}"
 
     def drop_database(self, name: str) -> None:
         import psycopg

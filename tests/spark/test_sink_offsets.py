@@ -11,6 +11,8 @@ against its stored end, and the sink's own batch count goes on past Spark's rest
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 import sqlite3
@@ -25,8 +27,10 @@ from .conftest import new_topic, produce
 
 
 def run(spark, bootstrap: str, topic: str, sink: TransactionalSink, checkpoint, *,
-        from_sink: bool = True, per_trigger: int = 7, seen: list | None = None):
-    """One Trigger.AvailableNow run of topic -> sink; returns the query's exception or None."""
+        from_sink: bool = True, per_trigger: int = 7, seen: list | None = None,
+        plans: list | None = None):
+    """One Trigger.AvailableNow run of topic -> sink; returns the query's exception or None.
+    ``plans`` gets the query's plan as ``explain(True)`` prints it (what Spark's UI shows)."""
     reader = (spark.readStream.format("oncelog").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest")
               .option("maxOffsetsPerTrigger", str(per_trigger)))
@@ -34,6 +38,11 @@ def run(spark, bootstrap: str, topic: str, sink: TransactionalSink, checkpoint, 
         reader = reader.options(**sink.source_options())
     records = reader.load().selectExpr("CAST(value AS STRING) AS value", "topic", "partition",
                                        "offset")
+    if plans is not None:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            records.explain(True)
+        plans.append(printed.getvalue())
 
     def write(batch_df, batch_id):
         if seen is not None:
@@ -107,6 +116,39 @@ def test_a_deleted_checkpoint_resumes_after_the_sinks_offsets(spark, spark_broke
     # the sink's count goes on; Spark's ids started at 0 again with the new checkpoint
     assert [batch_id for batch_id, _ in markers] == list(range(len(markers)))
     assert markers[batches_first_run][1] == 0
+
+
+def test_a_postgresql_sinks_password_reaches_the_database_and_never_the_querys_plan(
+        spark, spark_broker, tmp_path, postgres_server, postgres_url):
+    """``source_options()`` of a sink whose URL has a password: the URL goes without it and
+    the password in ``startingOffsetsFromSinkPassword``, which Spark redacts where it shows a
+    query's options. The role logs in with scram-sha-256 only, so the resumed run, which
+    reads the sink's offsets in the source, proves the password got there."""
+    bootstrap = spark_broker.bootstrap
+    password = "s3cret:pass@word/1"
+    url = postgres_server.owner_with_password(postgres_url, "oncelog_pw", password)
+    sink = TransactionalSink(url, "records", query_name="copy")
+    options = sink.source_options()
+    assert options["startingOffsetsFromSinkPassword"] == password
+    assert options["startingOffsetsFromSink"] == url.replace(":s3cret%3Apass%40word%2F1@", "@")
+    topic = new_topic(bootstrap, partitions=2)
+    produce(bootstrap, topic, [f"id-{n}".encode() for n in range(30)])
+    checkpoint = tmp_path / "checkpoint"
+    assert run(spark, bootstrap, topic, sink, checkpoint) is None
+
+    shutil.rmtree(checkpoint)
+    produce(bootstrap, topic, [f"id-{n}".encode() for n in range(30, 45)])
+    plans: list[str] = []
+    assert run(spark, bootstrap, topic, sink, checkpoint, plans=plans) is None
+
+    assert sorted(values(url)) == sorted(ids(0, 45))  # resumed after the sink: none twice
+    assert "startingOffsetsFromSinkPassword=*********(redacted)" in plans[0], plans[0]
+    assert "s3cret" not in plans[0] and "oncelog_pw@" in plans[0], plans[0]
+    wrong = TransactionalSink(url.replace("s3cret", "not-it"), "records", query_name="copy")
+    shutil.rmtree(checkpoint)
+    error = run(spark, bootstrap, topic, wrong, checkpoint)
+    assert error is not None and "password authentication failed" in str(error), error
+    assert "not-it" not in str(error)
 
 
 def test_a_new_checkpoint_starting_elsewhere_is_one_error_and_writes_nothing(
@@ -192,6 +234,10 @@ def test_an_older_copy_of_the_checkpoint_is_one_error(spark, spark_broker, tmp_p
     ({"startingOffsetsFromSink": "kafka://127.0.0.1:9092"}, "or a KafkaSink's kafka://"),
     ({"sinkQueryName": "q"}, "sinkQueryName needs startingOffsetsFromSink"),
     ({"startingOffsetsFromSink": "sqlite:///x.db", "sinkQueryName": " "}, "must not be empty"),
+    ({"startingOffsetsFromSink": "sqlite:///x.db", "startingOffsetsFromSinkPassword": "p"},
+     "startingOffsetsFromSinkPassword is for a PostgreSQL sink"),
+    ({"startingOffsetsFromSink": "postgresql://u:p@h/db", "startingOffsetsFromSinkPassword": "p"},
+     "give it once"),
 ])
 def test_bad_sink_options_are_one_sentence(options, message):
     from oncelog.spark.errors import SourceOptionError
@@ -207,6 +253,14 @@ def test_bad_sink_options_are_one_sentence(options, message):
     assert kafka.starting_from_sink.url == "kafka://a:1,b:2/out"
     with pytest.raises(SourceOptionError, match="streaming queries only"):
         parse_options({**base, "startingOffsetsFromSink": "sqlite:///x.db"}, streaming=False)
+    apart = parse_options({**base, "startingOffsetsFromSink": "postgresql://u@h:5/db",
+                           "startingOffsetsFromSinkPassword": "p@ss"}, streaming=True)
+    inline = parse_options({**base, "startingOffsetsFromSink": "postgresql://u:p%40ss@h:5/db"},
+                           streaming=True)
+    for parsed in (apart, inline):
+        assert parsed.starting_from_sink.url == "postgresql://u@h:5/db"
+        assert parsed.starting_from_sink.connect_url == "postgresql://u:p%40ss@h:5/db"
+        assert "p@ss" not in repr(parsed)
 
 
 @pytest.mark.slow

@@ -17,7 +17,10 @@ Options (as in Spark's Kafka source):
   and ``sinkQueryName`` (default ``default``) its query name or sink id. A query started without a checkpoint begins exactly where the sink's stored
   end offsets end (partitions the sink has never seen: earliest); only when the sink holds
   no batch of that query does ``startingOffsets`` apply. ``TransactionalSink.source_options()``
-  (``KafkaSink.source_options()``) gives both. oncelog's own: Spark's Kafka source has no such option
+  (``KafkaSink.source_options()``) gives both. oncelog's own: Spark's Kafka source has no such option.
+  ``startingOffsetsFromSinkPassword``: a PostgreSQL URL's password, apart from the URL:
+  Spark shows a query's options in plans and its UI, redacting only names that say
+  ``password`` (``source_options()`` splits it out so)
 - ``endingOffsets`` (batch only): ``latest`` | JSON with -1 for latest; ``endingTimestamp`` /
   ``endingOffsetsByTimestamp`` likewise
 - ``maxOffsetsPerTrigger`` (streaming), ``minPartitions``, ``failOnDataLoss`` (default true),
@@ -36,6 +39,7 @@ Options (as in Spark's Kafka source):
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -45,6 +49,8 @@ from .errors import SourceOptionError
 # Spark passes option names case-insensitively (it lower-cases them); so do we.
 EARLIEST = -2
 LATEST = -1
+
+log = logging.getLogger(__name__)
 
 _REFUSED_CLIENT_OPTIONS = {
     "auto.offset.reset": "set startingOffsets instead",
@@ -59,7 +65,7 @@ _KNOWN = {
     "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger",
     "minpartitions", "failondataloss", "includeheaders", "kafkaconsumer.polltimeoutms",
-    "startingoffsetsfromsink", "sinkqueryname",
+    "startingoffsetsfromsink", "startingoffsetsfromsinkpassword", "sinkqueryname",
     # Spark's own Kafka options that have nothing to tune here, accepted so code ports
     "minoffsetspertrigger", "maxtriggerdelay", "fetchoffset.numretries",
     "fetchoffset.retryintervalms", "groupidprefix", "path",
@@ -100,9 +106,17 @@ class Position:
 
 @dataclass(frozen=True)
 class SinkPosition:
-    """``startingOffsetsFromSink``: a sink whose stored offsets say where a new query starts."""
+    """``startingOffsetsFromSink``: a sink whose stored offsets say where a new query starts.
+    ``url`` has no password: that comes apart (``startingOffsetsFromSinkPassword``), so Spark
+    redacts it where it shows a query's options (plans, the UI)."""
     url: str
     query_name: str
+    password: str | None = field(default=None, repr=False)
+
+    @property
+    def connect_url(self) -> str:
+        from .sinks.database import with_password
+        return self.url if self.password is None else with_password(self.url, self.password)
 
 
 @dataclass(frozen=True)
@@ -217,7 +231,19 @@ def _sink_position(options: dict[str, str], streaming: bool | None) -> SinkPosit
     query_name = (query_name or "default").strip()
     if not query_name:
         raise SourceOptionError("option sinkQueryName must not be empty")
-    return SinkPosition(url, query_name)
+    from .sinks.database import split_password
+    url, inline = split_password(url)
+    password = options.get("startingoffsetsfromsinkpassword")
+    if password is not None and not url.startswith(("postgresql://", "postgres://")):
+        raise SourceOptionError("option startingOffsetsFromSinkPassword is for a PostgreSQL "
+                                "sink's URL (postgresql://USER@HOST/DB)")
+    if password is not None and inline is not None:
+        raise SourceOptionError("startingOffsetsFromSink has a password and so does "
+                                "startingOffsetsFromSinkPassword: give it once, in the latter")
+    if inline is not None:
+        log.warning("startingOffsetsFromSink carries a password, which Spark shows with the "
+                    "query's options (plans, UI): pass it as startingOffsetsFromSinkPassword")
+    return SinkPosition(url, query_name, password if password is not None else inline)
 
 
 def _subscription(options: dict[str, str]) -> Subscription:

@@ -230,7 +230,7 @@ class OncelogStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvaila
                 found = read_marker(bootstrap, topic, sink.query_name, fence=True)
                 offsets = None if found is None else found.get("end_offsets") or {}
             else:
-                with open_database(sink.url) as db, \
+                with open_database(sink.connect_url) as db, \
                         db.translate_errors(f"reading the offsets of query {sink.query_name!r}"):
                     stored = read_last_marker(db, sink.query_name)
                 offsets = None if stored is None else stored.end_offsets or {}

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from .dialects import POSTGRESQL, SQLITE, Dialect
 from .errors import SinkError, first_line
@@ -70,6 +70,26 @@ def hide_password(url: str) -> str:
         return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
     except ValueError:
         return "<unparsable URL>"
+
+
+def split_password(url: str) -> tuple[str, str | None]:
+    """``url`` without its password, and the password (None when it has none)."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url, None
+    except ValueError:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}")), unquote(parts.password)
+
+
+def with_password(url: str, password: str) -> str:
+    """``url`` (without a password) with ``password`` put in."""
+    parts = urlsplit(url)
+    user, _, host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host}"))
 
 
 def open_database(url: str | Path) -> "Database":

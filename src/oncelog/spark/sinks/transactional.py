@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .columns import Column, OffsetTracker, check_column_names, columns_from_schema, spark_rows
-from .database import Database, open_database, parse_url
+from .database import Database, open_database, parse_url, split_password
 from .errors import SinkError, quote_identifier
 from .positions import Batch, Marker, decide, normalise, planned_offsets, row_offsets
 
@@ -177,8 +177,14 @@ class TransactionalSink:
 
     def source_options(self) -> dict[str, str]:
         """Options for the ``oncelog`` source: a query started without a checkpoint begins
-        exactly where this sink's stored offsets end (``.options(**sink.source_options())``)."""
-        return {"startingOffsetsFromSink": self.url, "sinkQueryName": self.query_name}
+        exactly where this sink's stored offsets end (``.options(**sink.source_options())``).
+        A password in the URL goes in an option of its own, which Spark redacts where it
+        shows a query's options."""
+        url, password = split_password(self.url)
+        options = {"startingOffsetsFromSink": url, "sinkQueryName": self.query_name}
+        if password is not None:
+            options["startingOffsetsFromSinkPassword"] = password
+        return options
 
     def _read_last_marker(self) -> Marker | None:
         with open_database(self.url) as db, \
