@@ -29,12 +29,13 @@ def processes_mentioning(text: str) -> list[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
 def test_an_executor_killed_mid_batch_on_a_standalone_cluster_loses_and_repeats_nothing(
         tmp_path):
     out = tmp_path / "out"
     run = run_verify(out, "--semantics", "exactly-once", "--spark-master", "standalone",
                      "--faults", "kill-executor", "--duration", "16", "--rate", "100",
-                     "--seed", "6", timeout=360)   # seed 6: one kill, at 6.7 s
+                     "--seed", "6", timeout=540)   # seed 6: one kill, at 6.7 s
     assert run.returncode == 0, run.explain()
     result = run.result["results"]["exactly_once"]
     counts = result["counts"]

@@ -137,6 +137,7 @@ def assert_replayed_batch_was_skipped(jobs: list[CopyJob]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
 def test_sqlite_sink_is_exactly_once_across_driver_crashes(spark_broker, tmp_path):
     topic = new_topic(spark_broker.bootstrap, partitions=3)
     produce(spark_broker.bootstrap, topic, [f"id-{i}".encode() for i in range(TOTAL_FIRST)])
@@ -154,6 +155,7 @@ def test_sqlite_sink_is_exactly_once_across_driver_crashes(spark_broker, tmp_pat
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
 def test_postgresql_sink_is_exactly_once_across_driver_crashes(spark_broker, postgres_url,
                                                                tmp_path):
     import psycopg
@@ -170,6 +172,7 @@ def test_postgresql_sink_is_exactly_once_across_driver_crashes(spark_broker, pos
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
 def test_file_sink_read_through_spark_is_exactly_once_across_driver_crashes(
         spark, spark_broker, tmp_path):
     from oncelog.spark.sinks import read_files

@@ -55,6 +55,7 @@ def wait_until(condition, what: str, job: CopyJob, timeout: float = 120) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
 def test_kafka_sink_is_exactly_once_across_repeated_driver_kills(spark_broker, tmp_path):
     bootstrap = spark_broker.bootstrap
     seed = random.randrange(1 << 30)

@@ -37,6 +37,7 @@ def orders_in_sqlite(database) -> tuple[int, int, float, int, float]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
 def test_pipeline_killed_mid_run_and_run_again_holds_every_order_once(tmp_path):
     """kill -9 of the whole job (driver, JVM and its broker) while orders stream in; the
     second run on the same work directory goes on from the checkpoints: every order in the
@@ -108,6 +109,7 @@ def test_pipeline_into_postgresql_holds_every_order_once(tmp_path, postgres_url)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
 def test_pipeline_into_an_output_topic_holds_every_order_once(tmp_path):
     """``--output-topic``: the enriched orders go to a topic through KafkaSink (one Kafka
     transaction per batch with its batch id); the report reads it with read_committed, and so

@@ -118,6 +118,7 @@ def test_an_executor_then_a_worker_killed_mid_batch_leave_every_record_once(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
 def test_the_driver_killed_mid_batch_restarts_from_its_checkpoint_with_every_record_once(
         standalone, cluster_broker, tmp_path):
     """SIGKILL to the driver's process group (the Python driver and its JVM) while executors

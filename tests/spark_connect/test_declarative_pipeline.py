@@ -99,6 +99,7 @@ def materialized_view(directory: Path) -> dict[str, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
 def test_the_example_pipeline_reads_every_record_once_run_after_run(tmp_path, connect_broker):
     """Two runs: the second reads only what arrived after the first (the streaming table's
     offsets are in the pipeline's storage), and the view counts both."""
