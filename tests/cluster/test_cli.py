@@ -12,13 +12,15 @@ import time
 
 import pytest
 
+from tests.process_tree import run_to_end
+
 pytestmark = pytest.mark.slow
 
 ONCELOG = [sys.executable, "-m", "oncelog"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*ONCELOG, *args], capture_output=True, text=True, timeout=60)
+    return run_to_end([*ONCELOG, *args], timeout=60)
 
 
 def alive(pid: int) -> bool:

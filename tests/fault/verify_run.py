@@ -1,8 +1,9 @@
 """Running ``oncelog verify`` as a user would (a subprocess), and the process tree it owns.
 
 ``run_verify`` returns the finished process and ``result.json`` (None when none was
-written); ``descendants(pid)`` lists a process's whole tree from /proc, so a test can check
-that every process a run started is gone afterwards; ``wait_for`` polls a condition.
+written); ``descendants(pid)`` (``tests/process_tree.py``) lists a process's whole tree from
+/proc, so a test can check that every process a run started is gone afterwards; ``wait_for``
+polls a condition.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.process_tree import descendants, run_to_end, running  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -49,59 +52,16 @@ def verify_command(out: Path, *args: str) -> list[str]:
 
 def run_verify(out: Path, *args: str, timeout: float = 240) -> VerifyRun:
     """Run ``oncelog verify`` to its end. A run past ``timeout``, or a test interrupted
-    meanwhile (pytest-timeout), is stopped with ``stop_run``: its broker and clients never
-    outlive the test."""
+    meanwhile (pytest-timeout), is stopped with ``stop_run`` (Ctrl-C, then SIGKILL to the
+    tree): its broker and clients never outlive the test."""
     started = time.monotonic()
-    process = subprocess.Popen(verify_command(out, *args), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-                               preexec_fn=interruptible)
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stop_run(process, [], wait_s=30)
-        stdout, stderr = process.communicate()
-        raise AssertionError(f"oncelog verify did not finish in {timeout:g} s; output in {out}"
-                             f"\n--- stdout ---\n{stdout[-4000:]}\n--- stderr ---\n"
-                             f"{stderr[-2000:]}") from None
-    except BaseException:
-        stop_run(process, [], wait_s=30)
-        raise
+    done = run_to_end(verify_command(out, *args), timeout,
+                      stop=lambda process: stop_run(process, [], wait_s=30),
+                      stdin=subprocess.DEVNULL, preexec_fn=interruptible)
     result_path = out / "result.json"
     result = json.loads(result_path.read_text()) if result_path.exists() else None
-    return VerifyRun(process.returncode, stdout, stderr, out, result,
+    return VerifyRun(done.returncode, done.stdout, done.stderr, out, result,
                      time.monotonic() - started)
-
-
-def _parents() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
-def descendants(pid: int) -> list[int]:
-    tree, todo, found = _parents(), [pid], []
-    while todo:
-        kids = tree.get(todo.pop(), [])
-        found += kids
-        todo += kids
-    return found
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie waiting to be reaped."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def command_line(pid: int) -> str:

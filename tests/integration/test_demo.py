@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 from oncelog.broker.process import free_port
+from tests.process_tree import run_to_end
 
 
 def test_demo_produces_crashes_and_finds_everything(tmp_path):
-    result = subprocess.run(
+    result = run_to_end(
         [sys.executable, "-m", "oncelog", "demo", "--records", "3000", "--port", str(free_port()),
-         "--data-dir", str(tmp_path / "demo")],
-        capture_output=True, text=True, timeout=120)
+         "--data-dir", str(tmp_path / "demo")], timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3000 acknowledged" in result.stdout
     assert "every acknowledged record is there once, in order" in result.stdout
