@@ -71,8 +71,13 @@ class ExactlyOnceTransform:
                  output_topic: str, *, transactional_id: str | None = None,
                  consumer_config: dict | None = None, producer_config: dict | None = None,
                  start: str = "earliest", batch_size: int = 500, poll_timeout_s: float = 0.5,
-                 transaction_timeout_s: float = 60.0,
+                 transaction_timeout_s: float = 60.0, init_timeout_s: float = 60.0,
                  on_assign: Callable | None = None) -> None:
+        """``init_timeout_s`` bounds ``init_transactions()``, which waits out what a restart
+        can meet: the id's coordinator moving to another broker, and the previous
+        instance's open transaction being aborted (CONCURRENT_TRANSACTIONS until it is).
+        Java's ``max.block.ms`` default; the other blocking calls get the transaction
+        timeout, after which the broker aborts the transaction anyway."""
         clashes = sorted(set(consumer_config or {}) & set(_CONSUMER_FIXED)) + \
             sorted(set(producer_config or {}) & _PRODUCER_FIXED)
         if clashes:
@@ -84,6 +89,7 @@ class ExactlyOnceTransform:
         self.batch_size = batch_size
         self.poll_timeout_s = poll_timeout_s
         self.timeout_s = transaction_timeout_s
+        self.init_timeout_s = init_timeout_s
         self.transactional_id = transactional_id or f"{group}-transform-{uuid.uuid4()}"
         self.consumer_settings = {"bootstrap.servers": bootstrap, "group.id": group,
                                   "auto.offset.reset": start, **(consumer_config or {}),
@@ -104,7 +110,7 @@ class ExactlyOnceTransform:
         """Transform until ``stop()``, ``max_records`` consumed, or nothing arrived for
         ``idle_timeout_s``; then leave the group."""
         producer = self.producer = Producer(self.producer_settings)
-        producer.init_transactions(self.timeout_s)
+        producer.init_transactions(self.init_timeout_s)
         consumer = Consumer(self.consumer_settings)
         callbacks = {"on_assign": self.on_assign} if self.on_assign else {}
         consumer.subscribe(self.topics, **callbacks)
