@@ -305,10 +305,16 @@ def test_a_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
     restarting = member("host-b")
 
     def stable_pair():
+        # Stable at the broker and applied by both clients: librdkafka's close() deadlocks
+        # when the assignment it must revoke is still waiting in its queue to be applied
+        # (close serves the queued assign callback, whose assign() waits on a group thread
+        # that is terminating: a CI run hung there for 16 minutes).
         for consumer in (steady, restarting):
             consumer.poll(0.05)
         state, owned = assignment(broker.bootstrap, "statics")
-        return state == "STABLE" and len(owned) == 2 and all(len(p) == 2 for p in owned.values())
+        return (state == "STABLE" and len(owned) == 2
+                and all(len(p) == 2 for p in owned.values())
+                and all(len(c.assignment()) == 2 for c in (steady, restarting)))
 
     try:
         wait_until(stable_pair, 30, "two static members with two partitions each")
