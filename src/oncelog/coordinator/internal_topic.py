@@ -115,6 +115,8 @@ class InternalTopic:
         NOT_ENOUGH_REPLICAS when too few replicas are in sync."""
         partition = self.partition(index)
         waiter = partition.wait_for_acks(partition.log_end_offset)
+        if waiter.done():  # the ISR has it already (a single replica): no turn of the loop
+            return _COMMIT_ERRORS.get(waiter.result(), waiter.result())
         try:
             code = await asyncio.wait_for(waiter, timeout_ms / 1000)
         except asyncio.TimeoutError:

@@ -5,6 +5,7 @@ key (``partition_for``, Kafka's rule, which clients and tools rely on)."""
 
 from __future__ import annotations
 
+import functools
 import struct
 
 from ..protocol.errors import ErrorCode, KafkaError
@@ -18,6 +19,7 @@ INT64 = struct.Struct(">q")
 
 # -- partitioning --------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=8192)  # asked for on every transactional produce and group request
 def java_string_hash(text: str) -> int:
     """Java's ``String.hashCode``: over UTF-16 code units, in 32-bit two's complement."""
     units = text.encode("utf-16-be")

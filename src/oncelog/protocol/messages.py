@@ -404,8 +404,8 @@ def can_encode(api_key: int, api_version: int) -> bool:
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, response) -> tuple:
-    """Frame a response as parts to write in order: (size + header, body) for most; a Fetch
-    response with large record sets comes as more parts, its records not copied
+    """Frame a response as parts to write in order: one (size, header and body) for most; a
+    Fetch response with large record sets comes as more parts, its records not copied
     (``fetch_body``), the first part starting with the size and header."""
     cls = RESPONSES[api_key]
     flexible = cls.flexible_version_q(api_version)
@@ -418,6 +418,5 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, respons
     flexible_header = flexible and api_key != ApiKey.API_VERSIONS
     header = _CORRELATION.pack(correlation_id) + (b"\x00" if flexible_header else b"")
     prefix = struct.pack(">i", len(header) + sum(map(len, parts))) + header
-    if len(parts) == 1:
-        return prefix, parts[0]
+    # One part, one write: each write to a loopback socket wakes the client once.
     return (prefix + parts[0], *parts[1:])

@@ -658,16 +658,21 @@ def _messages(value) -> list[str | None]:
     return []
 
 
-def _decode_framed(api_key: int, version: int, parts: tuple):
-    prefix, body = parts  # size + header, body: no record sets large enough to splice here
-    (size,) = struct.unpack_from(">i", prefix)
-    assert size == len(prefix) - 4 + len(body)
-    (correlation_id,) = struct.unpack_from(">i", prefix, 4)
+def _decode_framed(api_key: int, version: int, response) -> tuple:
+    """Frame ``response`` as the broker does and take the frame apart again: its correlation
+    id, what the header holds after it, and the body decoded."""
+    parts = encode_response(api_key, version, -5, response)
+    (frame,) = parts  # one part, one write: no record sets large enough to splice here
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    (correlation_id,) = struct.unpack_from(">i", frame, 4)
+    body = bytes(response.encode(version=version))
+    assert frame.endswith(body)
     # kafka-python's ApiVersionsResponse.decode reads any error response as v0; Kafka (and
     # we) answer errors other than UNSUPPORTED_VERSION at the request's version, so decode
     # with the plain schema codec.
     decoded = ApiMessage.__dict__["decode"].__func__(RESPONSES[api_key], body, version=version)
-    return correlation_id, prefix[8:], decoded
+    return correlation_id, frame[8:len(frame) - len(body)], decoded
 
 
 @pytest.mark.parametrize("code", [ErrorCode.INVALID_REQUEST, ErrorCode.UNSUPPORTED_VERSION])
@@ -680,8 +685,7 @@ def test_error_response_encodes_at_every_schema_version(api_key, version, code):
                                        version=sample_version)
     response = HANDLERS[api_key].error_response(request, code, "it went wrong")
 
-    correlation_id, header_rest, decoded = _decode_framed(
-        api_key, version, encode_response(api_key, version, -5, response))
+    correlation_id, header_rest, decoded = _decode_framed(api_key, version, response)
     assert correlation_id == -5
     codes = _error_codes(decoded.to_dict())
     assert codes and set(codes) == {code}
@@ -693,8 +697,7 @@ def test_error_response_encodes_at_every_schema_version(api_key, version, code):
 def test_response_header_version(api_key, version):
     request, _ = SAMPLES[api_key](version)
     response = HANDLERS[api_key].error_response(request, ErrorCode.NONE, None)
-    _, header_rest, _ = _decode_framed(api_key, version,
-                                       encode_response(api_key, version, 1, response))
+    _, header_rest, _ = _decode_framed(api_key, version, response)
     flexible = RESPONSES[api_key].flexible_version_q(version)
     if api_key == ApiKey.API_VERSIONS or not flexible:
         assert header_rest == b""      # header v0: the correlation id only
@@ -705,7 +708,8 @@ def test_response_header_version(api_key, version):
 def test_api_versions_v3_response_keeps_header_v0():
     # KIP-511: a client parses ApiVersions before it knows our versions, so never header v1.
     response = api_versions.error_response(None, ErrorCode.NONE, None)
-    prefix, body = encode_response(ApiKey.API_VERSIONS, 3, 9, response)
+    (frame,) = encode_response(ApiKey.API_VERSIONS, 3, 9, response)
+    prefix, body = frame[:8], frame[8:]
     assert prefix == struct.pack(">ii", 4 + len(body), 9)
     decoded = messages.ApiVersionsResponse.decode(body, version=3)
     assert {k.api_key: (k.min_version, k.max_version) for k in decoded.api_keys} == {
@@ -714,15 +718,16 @@ def test_api_versions_v3_response_keeps_header_v0():
 
 def test_unsupported_api_versions_answer_at_v0_lists_our_versions():
     response = api_versions.unsupported_version_response()
-    prefix, body = encode_response(ApiKey.API_VERSIONS, 0, 3, response)
-    decoded = messages.ApiVersionsResponse.decode(body, version=0)
+    (frame,) = encode_response(ApiKey.API_VERSIONS, 0, 3, response)
+    decoded = messages.ApiVersionsResponse.decode(frame[8:], version=0)
     assert decoded.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert sorted(k.api_key for k in decoded.api_keys) == sorted(HANDLERS)
 
 
 def test_api_versions_v3_response_has_no_tagged_fields():
     response = api_versions.error_response(None, ErrorCode.NONE, None)
-    _, body = encode_response(ApiKey.API_VERSIONS, 3, 9, response)
+    (frame,) = encode_response(ApiKey.API_VERSIONS, 3, 9, response)
+    body = frame[8:]
     assert body.endswith(b"\x00\x00\x00\x00" + b"\x00")  # throttle_time_ms, no tags
     decoded = messages.ApiVersionsResponse.decode(body, version=3)
     assert decoded.supported_features in (None, [])
@@ -785,7 +790,8 @@ def test_fetch_v12_partitions_carry_no_default_tagged_fields():
         T.PartitionData(partition_index=0, error_code=0, high_watermark=2,
                         last_stable_offset=2, log_start_offset=0, aborted_transactions=[],
                         preferred_read_replica=-1, records=BATCH)]))
-    _, body = encode_response(ApiKey.FETCH, 12, 1, response)
+    (frame,) = encode_response(ApiKey.FETCH, 12, 1, response)
+    body = frame[9:]  # size, correlation id, header v1's tag count
     assert _fetch_v12_partition_tag_counts(body) == [0, 0]
 
     decoded = messages.FetchResponse.decode(body, version=12)
@@ -817,8 +823,7 @@ FLEXIBLE_SERVED = [p for p in SERVED if RESPONSES[p.values[0]].flexible_version_
 def test_error_responses_carry_only_default_tagged_fields(api_key, version):
     request, _ = SAMPLES[api_key](version)
     response = HANDLERS[api_key].error_response(request, ErrorCode.INVALID_REQUEST, "no")
-    _, _, decoded = _decode_framed(api_key, version,
-                                   encode_response(api_key, version, 1, response))
+    _, _, decoded = _decode_framed(api_key, version, response)
     assert [(name, value) for name, value, default in
             _tagged_values(decoded, RESPONSES[api_key]._struct, version)
             if value != default] == []
@@ -835,7 +840,8 @@ def test_tag_walkers_see_a_tagged_field_when_one_is_set():
                                           aborted_transactions=None, preferred_read_replica=-1,
                                           records=b"", current_leader=P.LeaderIdAndEpoch(
                                               leader_id=1, leader_epoch=0))])])
-    _, body = encode_response(ApiKey.FETCH, 12, 1, response)
+    (frame,) = encode_response(ApiKey.FETCH, 12, 1, response)
+    body = frame[9:]  # size, correlation id, header v1's tag count
     assert _fetch_v12_partition_tag_counts(body) == [1]
     decoded = messages.FetchResponse.decode(body, version=12)
     assert [name for name, value, default in
