@@ -5,7 +5,9 @@ the work directory and stopped at the end (or on Ctrl-C); with one, the pipeline
 broker (oncelog's or Apache Kafka). Progress shows records produced, rows committed in the
 sink, batches committed and the lag (records in the log not yet in the sink). With
 ``output_topic`` the orders go to that topic through ``KafkaSink``; the sink is checked (the
-broker reached, the topic created if missing, transactions started) before Spark starts.
+broker reached, the topic created if missing, transactions started) before Spark starts. A
+query whose Python worker missed Spark's connect-back limit is restarted from its checkpoint
+(``WORKER_RESTARTS`` times at most).
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ from rich.table import Table
 from .offsets import to_json
 from .pipeline import (Generator, PipelineSettings, Report, final_report, sink_state,
                        start_queries)
+
+
+# Spark gives each Python worker it starts a fixed 10 s to connect back (not configurable);
+# on a machine short of CPU one can miss it, and its query dies. Both sinks are exactly-once
+# across restarts from the checkpoints (what a killed driver relies on), so the run restarts
+# its queries a few times before giving up.
+WORKER_MISSED = "Python worker failed to connect back"
+WORKER_RESTARTS = 3
 
 
 class PipelineError(Exception):
@@ -59,9 +69,25 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
         generator = Generator(settings.bootstrap, settings.topic, settings.records,
                               settings.rate).start()
         started = time.monotonic()
-        queries = start_queries(spark, settings)
-        stack.callback(lambda: [q.stop() for q in queries])
-        _follow(console, settings, generator, queries, lookups, started)
+        queries: list = []
+        stack.callback(lambda: [q.stop() for q in spark.streams.active])
+        for attempt in range(WORKER_RESTARTS + 1):
+            if attempt:
+                console.print(f"\n[yellow]a Python worker missed Spark's 10 s to connect back "
+                              f"(a busy machine): restarting the queries from their "
+                              f"checkpoints ({attempt} of {WORKER_RESTARTS})[/]")
+                for query in spark.streams.active:
+                    query.stop()
+            missed = _start(spark, settings, queries)
+            if missed is None:
+                _follow(console, settings, generator, queries, lookups, started)
+                missed = next((str(q.exception()) for q in queries if q.exception() is not None
+                               and WORKER_MISSED in str(q.exception())), None)
+            if missed is None:
+                break
+        else:
+            raise PipelineError(f"Spark's Python workers missed its connect-back limit "
+                                f"{WORKER_RESTARTS + 1} times: {missed.splitlines()[0]}")
         console.print()
         if generator.error:
             raise PipelineError(f"the order generator failed: {generator.error}")
@@ -71,6 +97,19 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
                                     f"{str(query.exception()).splitlines()[0]}")
         in_topic = sum(lookups.latest().values()) - sum(lookups.earliest().values())
         return final_report(settings, in_topic, time.monotonic() - started)
+
+
+def _start(spark, settings: PipelineSettings, queries: list) -> str | None:
+    """Start both queries into ``queries`` (from their checkpoints when they have some).
+    Returns Spark's error when a Python worker missed its connect-back limit; raises any
+    other."""
+    try:
+        queries[:] = start_queries(spark, settings)
+    except Exception as error:  # noqa: BLE001 - Py4J and analysis errors alike
+        if WORKER_MISSED not in str(error):
+            raise
+        return str(error)
+    return None
 
 
 def _follow(console, settings, generator, queries, lookups, started) -> None:
