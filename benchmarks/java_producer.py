@@ -22,6 +22,9 @@ from tests.integration.java_client import _tool, client_jars  # noqa: E402
 
 SOURCE = HERE / "java" / "ProducerBench.java"
 WARMUP_RECORDS = 100_000  # untimed, same case, before the timed run: the JIT compiles first
+# "batch.size", "linger.ms": passed as -Dbench.<name>; ProducerBench's defaults (1000000, 10)
+# where unset
+BENCH_SETTINGS: dict[str, str] = {}
 
 
 def compile_bench(directory: Path) -> Path:
@@ -49,7 +52,8 @@ def produce(classes: Path, topics, *, bootstrap: str, topic: str, mode: str, cou
 
 def _run(classes: Path, bootstrap: str, topic: str, mode: str, count: int, value_size: int,
          per_transaction: int, warmup_topic: str, acks: str, timeout_s: float) -> dict:
-    command = [_tool("java"), "-cp", _class_path(classes), "ProducerBench", bootstrap, topic,
+    command = [_tool("java"), *(f"-Dbench.{name}={value}" for name, value in BENCH_SETTINGS.items()),
+               "-cp", _class_path(classes), "ProducerBench", bootstrap, topic,
                mode, str(count), str(value_size), str(per_transaction), warmup_topic,
                str(WARMUP_RECORDS), acks]
     try:

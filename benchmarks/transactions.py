@@ -18,8 +18,9 @@ fresh one-partition topic each:
 
 With ``--client java`` the producers are the Apache Kafka Java client's (kafka-clients 3.9.1,
 ``java/ProducerBench.java``, one JVM per case, warmed up with 100,000 untimed records of the
-same case first): ``plain``, ``idempotent`` and ``transactional`` with the same settings (the
-Java producer has no ``flush_every`` cases); the consumers stay confluent-kafka's. The same
+same case first): ``plain``, ``idempotent`` and ``transactional`` with the same settings
+(``--batch-size``, default 1,000,000, and ``--linger-ms``, default 10; the Java producer has
+no ``flush_every`` cases); the consumers stay confluent-kafka's. The same
 broker path, another client: what separates the broker's cost of transactions from one
 client library's.
 
@@ -104,7 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--client", choices=("confluent", "java"), default="confluent",
                         help="whose producer: confluent-kafka's (librdkafka) or the Java client's")
+    parser.add_argument("--batch-size", type=int, default=1_000_000,
+                        help="the Java producers' batch.size (bytes; Kafka's default is 16384)")
+    parser.add_argument("--linger-ms", type=int, default=10,
+                        help="the Java producers' linger.ms")
     options = parser.parse_args(argv)
+    java_producer.BENCH_SETTINGS.update({"batch.size": str(options.batch_size),
+                                         "linger.ms": str(options.linger_ms)})
     count = max(PER_TRANSACTION, round(MESSAGES_AT_SCALE_1 * options.scale))
     runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="oncelog-bench-txn-") as directory:
@@ -135,8 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     rates = {name: [r[name]["mb_per_s"] for r in runs] for name in runs[0]}
     commits = [ms for r in runs for ms in r["transactional"]["commit_ms"]]
     ratio = lambda a, b: statistics.median(rates[a]) / statistics.median(rates[b])  # noqa: E731
+    batching = (f", batch.size {options.batch_size:,}, linger.ms {options.linger_ms}"
+                if options.client == "java" else "")
     print(f"\n{options.client} producers, 1 KiB values, {count:,} per run, transactions of "
-          f"{PER_TRANSACTION:,}; median (min-max) of {options.runs} runs")
+          f"{PER_TRANSACTION:,}{batching}; median (min-max) of {options.runs} runs")
     for name, values in rates.items():
         print(f"  {name:19} {median_range(values)} MB/s")
     print(f"  transactional / plain       {ratio('transactional', 'plain'):.2f}   target >= 0.8")

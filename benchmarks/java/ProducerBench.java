@@ -8,8 +8,10 @@
 // MODE is plain (ACKS, default all; no idempotence), idempotent, or transactional (commit every
 // PER_TXN records, each commitTransaction timed). WARMUP_COUNT records go to WARMUP_TOPIC
 // first, in the same mode, untimed, so that the JIT has compiled the send path before the
-// timed run. Prints one JSON line: messages, seconds, mb_per_s, client_cpu_seconds,
-// failures, window (wall-clock start and end, s), and commit_ms (transactional only).
+// timed run. batch.size and linger.ms come from the system properties bench.batch.size and
+// bench.linger.ms (defaults 1000000 and 10). Prints one JSON line: messages, seconds,
+// mb_per_s, client_cpu_seconds, failures, window (wall-clock start and end, s), and
+// commit_ms (transactional only).
 
 import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
@@ -76,8 +78,8 @@ public final class ProducerBench {
         Properties settings = new Properties();
         settings.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         settings.put(ProducerConfig.ACKS_CONFIG, acks);
-        settings.put(ProducerConfig.LINGER_MS_CONFIG, "10");
-        settings.put(ProducerConfig.BATCH_SIZE_CONFIG, "1000000");
+        settings.put(ProducerConfig.LINGER_MS_CONFIG, System.getProperty("bench.linger.ms", "10"));
+        settings.put(ProducerConfig.BATCH_SIZE_CONFIG, System.getProperty("bench.batch.size", "1000000"));
         settings.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
         settings.put(ProducerConfig.BUFFER_MEMORY_CONFIG, String.valueOf(256L << 20));
         settings.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, String.valueOf(!mode.equals("plain")));
