@@ -11,7 +11,7 @@ import time
 
 from oncelog.protocol.batches import iter_headers
 from oncelog.protocol.fetch_body import SPLICE_MIN_BYTES
-from oncelog.protocol.messages import FetchRequest, FetchResponse, MetadataRequest
+from oncelog.protocol.messages import RESPONSES, FetchRequest, FetchResponse, MetadataRequest
 from oncelog.protocol.records import decode_records, make_batch
 
 from tests.integration.raw import RawConnection
@@ -87,6 +87,42 @@ def test_a_slow_reader_gets_every_byte_of_pipelined_large_fetches(broker):
         assert len(received) > 4  # the Metadata answer came after them, framed
     with RawConnection(broker.bootstrap) as conn:  # and the broker serves on
         assert produce(conn, TOPIC, make_batch([b"after"])).error_code == 0
+
+
+def test_small_and_large_responses_pipelined_together_arrive_whole_and_in_order(broker):
+    """Requests sent in one go, small answers around large Fetches that leave by sendfile:
+    every answer must come back framed, in request order, with what it should hold."""
+    from oncelog.protocol.messages import ApiVersionsRequest
+
+    with RawConnection(broker.bootstrap) as conn:
+        values = _fill(conn, batches=2, values_per_batch=600)  # ~1.2 MB
+        small = ApiVersionsRequest(client_software_name="raw", client_software_version="1")
+        metadata = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC)],
+                                   allow_auto_topic_creation=False)
+        # Fetches answer with whole batches: from offset 0 both, from the last offset the second
+        plan = ([(18, 3, small)] * 5 + [(1, 12, _fetch(TOPIC, 0, 12))] + [(3, 9, metadata)] * 3
+                + [(1, 12, _fetch(TOPIC, len(values) - 1, 12))] + [(18, 3, small)] * 20)
+        fetched = iter([values, values[600:]])
+        first_id = conn.correlation_id + 1
+        frames = []
+        for api_key, version, request in plan:
+            payload = conn.header(api_key, version) + bytes(request.encode(version=version))
+            frames.append(struct.pack(">i", len(payload)) + payload)
+        conn.send_raw(b"".join(frames))
+
+        for number, (api_key, version, _) in enumerate(plan):
+            frame = conn.read_frame()
+            assert struct.unpack_from(">i", frame)[0] == first_id + number
+            body = frame[4:] if api_key == 18 else frame[5:]  # ApiVersions: header v0
+            response = RESPONSES[api_key].decode(body, version=version)
+            if api_key == 1:
+                records = bytes(response.responses[0].partitions[0].records)
+                assert len(records) >= SPLICE_MIN_BYTES  # sent from the file, by sendfile
+                assert _values(records) == next(fetched)
+            elif api_key == 3:
+                assert [t.name for t in response.topics] == [TOPIC]
+            else:
+                assert response.error_code == 0 and response.api_keys
 
 
 def _slowly(sock: socket.socket, count: int) -> bytes:
