@@ -26,8 +26,9 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
+
+from ..served_process import ServedProcess
 
 JAR_DIRECTORIES = (Path("/usr/share/zookeeper"), Path("/usr/share/zookeeper/lib"),
                    Path("/usr/share/java"))
@@ -84,7 +85,10 @@ def four_letter_word(host: str, port: int, word: str = "srvr", timeout_s: float 
     return b"".join(chunks).decode(errors="replace")
 
 
-class ZooKeeperProcess:
+class ZooKeeperProcess(ServedProcess):
+    NAME = "ZooKeeper"
+    START_ERROR = ZooKeeperStartError
+
     def __init__(self, directory: Path, *, port: int | None = None, host: str = "127.0.0.1",
                  tick_time_ms: int = 100, max_session_timeout_ms: int = 60_000,
                  log_path: Path | None = None, heap_mb: int = 256) -> None:
@@ -102,6 +106,8 @@ class ZooKeeperProcess:
     def connect_string(self) -> str:
         """``host:port``, to which a caller appends its chroot for ``zookeeper.connect``."""
         return f"{self.host}:{self.port}"
+
+    address = connect_string
 
     @property
     def pid(self) -> int | None:
@@ -165,18 +171,6 @@ class ZooKeeperProcess:
             self.process = None
         raise AssertionError("unreachable")
 
-    def wait_ready(self, timeout_s: float) -> bool:
-        """True once the server serves requests; False if it exited first."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            if self.is_serving():
-                return True
-            time.sleep(0.1)
-        raise ZooKeeperStartError(f"ZooKeeper did not answer on {self.connect_string} within "
-                                  f"{timeout_s:g} s; see {self.log_path}")
-
     def is_serving(self) -> bool:
         try:
             # "Mode: standalone" only once it serves; before, "not currently serving requests"
@@ -202,15 +196,3 @@ class ZooKeeperProcess:
         if process is not None and process.poll() is None:
             process.kill()
             process.wait()
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def __enter__(self) -> "ZooKeeperProcess":
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()

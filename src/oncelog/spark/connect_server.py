@@ -23,10 +23,10 @@ web UI and a small heap.
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 from ..broker.process import free_port
+from ..served_process import ServedProcess
 from .process_group import ProcessGroup, SparkNotInstalled, spark_environment, spark_home
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -62,7 +62,11 @@ def server_environment() -> dict[str, str]:
     return {**spark_environment(), "SPARK_CONNECT_MODE": "0"}
 
 
-class ConnectServer:
+class ConnectServer(ServedProcess):
+    NAME = "the Spark Connect server"
+    START_ERROR = ConnectServerStartError
+    READY_POLL_S = 0.5
+
     def __init__(self, directory: Path, *, master: str = "local[2]", port: int | None = None,
                  host: str = "127.0.0.1", config: dict[str, str] | None = None,
                  driver_memory: str = "1g", log_path: Path | None = None) -> None:
@@ -79,6 +83,10 @@ class ConnectServer:
     @property
     def process(self) -> subprocess.Popen | None:
         return self.group.process if self.group else None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
     @property
     def url(self) -> str:
@@ -135,19 +143,6 @@ class ConnectServer:
                     f"{self.host}:{self.port}; see {self.log_path}")
         raise AssertionError("unreachable")
 
-    def wait_ready(self, timeout_s: float) -> bool:
-        """True once a gRPC client connects; False if the server exited first."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            if self.is_serving():
-                return True
-            time.sleep(0.5)
-        raise ConnectServerStartError(
-            f"the Spark Connect server did not answer on {self.host}:{self.port} within "
-            f"{timeout_s:g} s; see {self.log_path}")
-
     def is_serving(self) -> bool:
         """The port speaks gRPC (HTTP/2): the server binds it once Spark is up."""
         import grpc
@@ -173,16 +168,3 @@ class ConnectServer:
         group, self.group = self.group, None
         if group is not None:
             group.kill()
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def __enter__(self) -> "ConnectServer":
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
