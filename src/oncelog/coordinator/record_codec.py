@@ -19,14 +19,22 @@ INT64 = struct.Struct(">q")
 
 # -- partitioning --------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=8192)  # asked for on every transactional produce and group request
 def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode``: over UTF-16 code units, in 32-bit two's complement."""
+    """Java's ``String.hashCode``: over UTF-16 code units, in 32-bit two's complement.
+    Asked for on every transactional produce and group request, so ids of up to 255
+    characters are remembered (8,192 at most: a client sending long ids grows nothing)."""
+    return _short_string_hash(text) if len(text) <= 255 else _string_hash(text)
+
+
+def _string_hash(text: str) -> int:
     units = text.encode("utf-16-be")
     value = 0
     for (unit,) in struct.iter_unpack(">H", units):
         value = (31 * value + unit) & 0xFFFFFFFF
     return value - (1 << 32) if value & 0x80000000 else value
+
+
+_short_string_hash = functools.lru_cache(maxsize=8192)(_string_hash)
 
 
 def partition_for(key: str, partition_count: int) -> int:
