@@ -22,9 +22,6 @@ from tests.integration.java_client import _tool, client_jars  # noqa: E402
 
 SOURCE = HERE / "java" / "ProducerBench.java"
 WARMUP_RECORDS = 100_000  # untimed, same case, before the timed run: the JIT compiles first
-# "batch.size", "linger.ms": passed as -Dbench.<name>; ProducerBench's defaults (1000000, 10)
-# where unset
-BENCH_SETTINGS: dict[str, str] = {}
 
 
 def compile_bench(directory: Path) -> Path:
@@ -41,18 +38,21 @@ def _class_path(*extra: Path) -> str:
 
 def produce(classes: Path, topics, *, bootstrap: str, topic: str, mode: str, count: int,
             value_size: int, per_transaction: int, acks: str = "all",
-            timeout_s: float = 600) -> dict:
+            timeout_s: float = 600, settings: dict[str, str] | None = None) -> dict:
+    """``settings``: ``batch.size`` and ``linger.ms`` for the producer, passed as
+    ``-Dbench.<name>`` (ProducerBench's defaults, 1000000 and 10, where missing)."""
     warmup = topics.create(f"{mode}-warmup")
     try:
         return _run(classes, bootstrap, topic, mode, count, value_size, per_transaction, warmup,
-                    acks, timeout_s)
+                    acks, timeout_s, settings or {})
     finally:
         topics.delete(warmup)
 
 
 def _run(classes: Path, bootstrap: str, topic: str, mode: str, count: int, value_size: int,
-         per_transaction: int, warmup_topic: str, acks: str, timeout_s: float) -> dict:
-    command = [_tool("java"), *(f"-Dbench.{name}={value}" for name, value in BENCH_SETTINGS.items()),
+         per_transaction: int, warmup_topic: str, acks: str, timeout_s: float,
+         settings: dict[str, str]) -> dict:
+    command = [_tool("java"), *(f"-Dbench.{name}={value}" for name, value in settings.items()),
                "-cp", _class_path(classes), "ProducerBench", bootstrap, topic,
                mode, str(count), str(value_size), str(per_transaction), warmup_topic,
                str(WARMUP_RECORDS), acks]

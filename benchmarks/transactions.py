@@ -78,7 +78,8 @@ def confluent_cases(bootstrap: str, topics: Topics, count: int, run: int) -> dic
     return figures
 
 
-def java_cases(classes: Path, bootstrap: str, topics: Topics, count: int) -> dict:
+def java_cases(classes: Path, bootstrap: str, topics: Topics, count: int,
+               settings: dict[str, str]) -> dict:
     """The Java producer's plain, idempotent and transactional runs, in the same shape."""
     figures = {}
     for mode in ("plain", "idempotent", "transactional"):
@@ -86,7 +87,8 @@ def java_cases(classes: Path, bootstrap: str, topics: Topics, count: int) -> dic
         settle_disk()
         figures[mode] = java_producer.produce(
             classes, topics, bootstrap=bootstrap, topic=topic, mode=mode, count=count,
-            value_size=VALUE_BYTES, per_transaction=PER_TRANSACTION, timeout_s=CLIENT_TIMEOUT_S)
+            value_size=VALUE_BYTES, per_transaction=PER_TRANSACTION, timeout_s=CLIENT_TIMEOUT_S,
+            settings=settings)
         if mode == "transactional":
             figures[mode]["topic"] = topic
         else:
@@ -110,8 +112,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--linger-ms", type=int, default=10,
                         help="the Java producers' linger.ms")
     options = parser.parse_args(argv)
-    java_producer.BENCH_SETTINGS.update({"batch.size": str(options.batch_size),
-                                         "linger.ms": str(options.linger_ms)})
     count = max(PER_TRANSACTION, round(MESSAGES_AT_SCALE_1 * options.scale))
     runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="oncelog-bench-txn-") as directory:
@@ -124,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
                 if java_classes is None:
                     figures = confluent_cases(target.bootstrap, topics, count, run)
                 else:
-                    figures = java_cases(java_classes, target.bootstrap, topics, count)
+                    figures = java_cases(java_classes, target.bootstrap, topics, count,
+                                         {"batch.size": str(options.batch_size),
+                                          "linger.ms": str(options.linger_ms)})
                 topic = figures["transactional"].pop("topic")
                 for isolation in ("read_uncommitted", "read_committed"):
                     figures[isolation] = run_client(

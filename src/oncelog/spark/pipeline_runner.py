@@ -69,7 +69,6 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
         generator = Generator(settings.bootstrap, settings.topic, settings.records,
                               settings.rate).start()
         started = time.monotonic()
-        queries: list = []
         stack.callback(lambda: [q.stop() for q in spark.streams.active])
         for attempt in range(WORKER_RESTARTS + 1):
             if attempt:
@@ -78,11 +77,11 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
                               f"checkpoints ({attempt} of {WORKER_RESTARTS})[/]")
                 for query in spark.streams.active:
                     query.stop()
-            missed = _start(spark, settings, queries)
+            queries, missed = _start(spark, settings)
             if missed is None:
                 _follow(console, settings, generator, queries, lookups, started)
-                missed = next((str(q.exception()) for q in queries if q.exception() is not None
-                               and WORKER_MISSED in str(q.exception())), None)
+                failures = (str(q.exception()) for q in queries if q.exception() is not None)
+                missed = next((f for f in failures if WORKER_MISSED in f), None)
             if missed is None:
                 break
         else:
@@ -99,17 +98,16 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
         return final_report(settings, in_topic, time.monotonic() - started)
 
 
-def _start(spark, settings: PipelineSettings, queries: list) -> str | None:
-    """Start both queries into ``queries`` (from their checkpoints when they have some).
-    Returns Spark's error when a Python worker missed its connect-back limit; raises any
-    other."""
+def _start(spark, settings: PipelineSettings) -> tuple[list, str | None]:
+    """Start both queries (from their checkpoints when they have some): the queries, or no
+    queries and Spark's error when a Python worker missed its connect-back limit; any other
+    error is raised."""
     try:
-        queries[:] = start_queries(spark, settings)
+        return start_queries(spark, settings), None
     except Exception as error:  # noqa: BLE001 - Py4J and analysis errors alike
         if WORKER_MISSED not in str(error):
             raise
-        return str(error)
-    return None
+        return [], str(error)
 
 
 def _follow(console, settings, generator, queries, lookups, started) -> None:
