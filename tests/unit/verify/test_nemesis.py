@@ -121,3 +121,28 @@ def test_heal_all_heals_what_is_still_injected(tmp_path):
     nemesis.heal_all(6.5)
     assert calls == [("inject", "kill-broker", 5.0), ("heal", "kill-broker")]
     assert nemesis.next_at_s is None
+
+
+def test_a_heal_that_raises_is_not_tried_again_when_the_run_heals_everything(tmp_path):
+    # A failed heal ends the run with its own error: heal_all (the run's cleanup) must not
+    # heal the same fault again and raise something else in its place.
+    plan = schedule((1.0, "kill-leader", 1.0))
+    nemesis, faults, calls, _ = nemesis_for(tmp_path, plan)
+
+    def failing_heal() -> dict:
+        calls.append(("heal", "kill-leader"))
+        raise RuntimeError("the broker did not come back")
+
+    faults["kill-leader"].heal = failing_heal
+    clock = Clock()
+    clock.now = 1.5
+    nemesis.run_due(clock)
+    clock.now = 2.5
+    try:
+        nemesis.run_due(clock)
+    except RuntimeError as error:
+        assert str(error) == "the broker did not come back"
+    else:
+        raise AssertionError("the heal's error was swallowed")
+    nemesis.heal_all(3.0)
+    assert calls == [("inject", "kill-leader", 1.0), ("heal", "kill-leader")]

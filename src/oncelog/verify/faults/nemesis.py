@@ -108,8 +108,10 @@ class Nemesis:
         else:
             if scheduled not in self._open:
                 return
-            detail = fault.heal()
+            # Healed once, even if healing raises: heal_all (the run failing) must not heal
+            # it again and hide the first error behind one about a fault already healed.
             self._open.remove(scheduled)
+            detail = fault.heal()
             self.delay_s += float(detail.pop("shift_s", 0.0))
         self._log(name, action, {"at_s": scheduled.at_s if action == "inject"
                                  else scheduled.heal_at_s,
