@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from oncelog.broker.process import BrokerProcess
 
 # pytester runs generated test files in a subprocess (tests/testing_kit: the pytest plugin)
 pytest_plugins = ["pytester"]
+
+# Every Spark driver a test starts (a local session, the copy job, `oncelog pipeline run`,
+# Spark Connect) runs for a minute at most, and its JVM's start is most of its cost: 11-21 s
+# of CPU with Java's default JIT, half that with the client compiler alone (C1) and the
+# serial collector. On 2 cores shared by two test workers that CPU is wall time:
+# tests/spark/test_driver_crash.py and test_pipeline.py under `-n 2` took 259 s instead of
+# 350 s. SPARK_SUBMIT_OPTS reaches the driver's JVM through spark-submit without the
+# "Picked up ..." line JAVA_TOOL_OPTIONS and JDK_JAVA_OPTIONS print on stderr (tests read
+# stderr). Tests only: a user's long-running job wants the optimizing compiler.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 @pytest.fixture
