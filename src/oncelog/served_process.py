@@ -1,5 +1,8 @@
 """What the server processes oncelog starts for its tools and tests have in common (ZooKeeper,
-the Spark Connect server): waiting until one serves, the tail of its log, ``with`` blocks.
+the Spark Connect server): waiting until one serves, the tail of its log, ``with`` blocks;
+``free_port()``, a loopback port nobody listens on now, for any server oncelog starts; and
+``listens_itself(pid, port)``, so that a server that lost its port to another process is not
+taken for ready because the other one answers.
 
 A class that mixes ``ServedProcess`` in has ``process`` (its ``subprocess.Popen`` or None),
 ``log_path``, ``address`` (``host:port``, for messages), ``is_serving()``, ``start()`` and
@@ -9,7 +12,47 @@ that failed raises) and ``READY_POLL_S`` (how often to ask it whether it serves)
 
 from __future__ import annotations
 
+import os
+import socket
 import time
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the kernel just gave out and took back: free now, not reserved (a server that
+    then fails to bind it retries with another; ``BrokerProcess.start`` does)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def listens_itself(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds a listening TCP socket on ``port``; None where /proc
+    cannot tell (not Linux)."""
+    if not os.path.exists("/proc/net/tcp"):
+        return None
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):  # tcp6 is missing without IPv6
+        try:
+            with open(table) as lines:
+                next(lines)
+                for line in lines:
+                    fields = line.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(fields[9])
+        except FileNotFoundError:
+            continue
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:  # the process is gone
+        return False
+    for descriptor in descriptors:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{descriptor}")
+        except OSError:
+            continue
+        if target.startswith("socket:[") and target[8:-1] in inodes:
+            return True
+    return False
 
 
 class ServedProcess:

@@ -16,7 +16,7 @@ import pytest
 
 from oncelog.cluster import zookeeper_process
 from oncelog.cluster.zookeeper_process import (ZooKeeperNotInstalled, ZooKeeperProcess,
-                                               free_port)
+                                               ZooKeeperStartError, free_port)
 from oncelog.controller.store import (BrokerRegistration, MetadataChange, NodeIdInUse,
                                       PartitionState, StoreUnavailable, TopicExists,
                                       TopicRecord, new_topic_id)
@@ -416,6 +416,17 @@ def test_zookeeper_process_starts_answers_and_is_gone_after_stop(tmp_path):
         os.kill(pid, 0)
     assert not server.is_serving()
     assert (tmp_path / "zk" / "zookeeper.log").stat().st_size > 0
+
+
+def test_a_zookeeper_whose_port_another_one_holds_is_not_taken_for_ready(tmp_path):
+    """A restart on its old port (or a free port taken meanwhile) can find another test's
+    ZooKeeper there; that one answers "srvr", but the server we started could not bind and
+    exits. Before, ``start`` returned as if ours served, and its clients talked to a stranger
+    (their sessions unknown there)."""
+    with ZooKeeperProcess(tmp_path / "first") as first:
+        with pytest.raises(ZooKeeperStartError, match="exited with status"):
+            ZooKeeperProcess(tmp_path / "second", port=first.port).start()
+        assert first.is_serving()
 
 
 def test_missing_zookeeper_jars_are_one_sentence(tmp_path, monkeypatch):

@@ -21,12 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
+from ..served_process import free_port, listens_itself  # tests import both from here too
 
 PORT_ATTEMPTS = 5
 PORT_TAKEN = "address already in use"  # in the broker's "cannot listen on ..." line
@@ -34,36 +29,6 @@ PORT_TAKEN = "address already in use"  # in the broker's "cannot listen on ..." 
 
 class BrokerExited(RuntimeError):
     """The broker process ended before it was ready (its log tail is in the message)."""
-
-
-def listens_itself(pid: int, port: int) -> bool | None:
-    """Whether process ``pid`` holds a listening TCP socket on ``port``; None where /proc
-    cannot tell (not Linux)."""
-    if not os.path.exists("/proc/net/tcp"):
-        return None
-    inodes: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):  # tcp6 is missing without IPv6
-        try:
-            with open(table) as lines:
-                next(lines)
-                for line in lines:
-                    fields = line.split()
-                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(fields[9])
-        except FileNotFoundError:
-            continue
-    try:
-        descriptors = os.listdir(f"/proc/{pid}/fd")
-    except FileNotFoundError:  # the process is gone
-        return False
-    for descriptor in descriptors:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{descriptor}")
-        except OSError:
-            continue
-        if target.startswith("socket:[") and target[8:-1] in inodes:
-            return True
-    return False
 
 
 class BrokerProcess:

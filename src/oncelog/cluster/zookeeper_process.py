@@ -28,7 +28,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from ..served_process import ServedProcess
+from ..served_process import ServedProcess, free_port, listens_itself
 
 JAR_DIRECTORIES = (Path("/usr/share/zookeeper"), Path("/usr/share/zookeeper/lib"),
                    Path("/usr/share/java"))
@@ -41,12 +41,6 @@ class ZooKeeperNotInstalled(RuntimeError):
 
 class ZooKeeperStartError(RuntimeError):
     """The server exited or did not answer while starting."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 def find_java() -> str:
@@ -174,9 +168,13 @@ class ZooKeeperProcess(ServedProcess):
     def is_serving(self) -> bool:
         try:
             # "Mode: standalone" only once it serves; before, "not currently serving requests"
-            return "Mode:" in four_letter_word(self.host, self.port, "srvr", timeout_s=1.0)
+            if "Mode:" not in four_letter_word(self.host, self.port, "srvr", timeout_s=1.0):
+                return False
         except OSError:
             return False
+        # Another test's ZooKeeper may hold the port we were given (a restart on its old
+        # port, a free port taken meanwhile): its answer is not ours.
+        return self.process is None or listens_itself(self.process.pid, self.port) is not False
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout_s``; waits until the process is gone."""

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cluster.zookeeper_process import free_port
+from ..served_process import free_port
 from .process_group import ProcessGroup, spark_environment, spark_home
 from .status import get_json
 
