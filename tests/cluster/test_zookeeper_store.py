@@ -324,51 +324,63 @@ def test_an_unreachable_zookeeper_is_one_line_per_attempt_then_store_unavailable
     store.close()
 
 
+class _OwnServer:
+    """A ZooKeeper of the test's own (it will be killed) and a store registered on it as
+    broker 1; ``server`` may be replaced by a restart; both are stopped at the end."""
+
+    def __init__(self, directory, chroot: str, session_timeout_ms: int) -> None:
+        self.directory = directory
+        self.server = ZooKeeperProcess(directory).start()
+        self.store = None
+        try:
+            self.store = ZooKeeperMetadataStore(self.server.connect_string + chroot,
+                                                session_timeout_ms=session_timeout_ms).connect()
+            self.store.register_broker(registration(1))
+        except BaseException:
+            self.close()
+            raise
+
+    def restart(self) -> None:
+        self.server = ZooKeeperProcess(self.directory, port=self.server.port).start()
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+        self.server.stop()
+
+    def __enter__(self) -> "_OwnServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def test_requests_while_zookeeper_is_down_raise_store_unavailable_instead_of_hanging(tmp_path):
     """kazoo queues requests while disconnected and its blocking calls wait for ever; a
     broker thread stuck there could never step down. Each request now waits at most a session
     timeout (2 s at least)."""
-    server = ZooKeeperProcess(tmp_path / "zk").start()
-    store = None
-    try:
-        store = ZooKeeperMetadataStore(server.connect_string + "/down",
-                                       session_timeout_ms=3000).connect()
-        store.register_broker(registration(1))
-        server.kill()
-        assert not store.confirm_session()
+    with _OwnServer(tmp_path / "zk", "/down", session_timeout_ms=3000) as own:
+        own.server.kill()
+        assert not own.store.confirm_session()
         started = time.monotonic()
         with pytest.raises(StoreUnavailable, match="did not answer within 3 s"):
-            store.live_brokers()
+            own.store.live_brokers()
         assert time.monotonic() - started < 4.0
-    finally:
-        if store is not None:
-            store.close()
-        server.stop()
 
 
 def test_zookeeper_restarted_on_its_data_keeps_the_session_and_its_registration(tmp_path):
     """A restarted server gives each stored session a full timeout from its start. The session
     is 10 s here: the client retries at least every second, but a restart on a loaded 2-core
     host (a Spark cluster starting beside it) once took a 3 s session past its deadline in CI."""
-    server = ZooKeeperProcess(tmp_path / "zk").start()
-    store = None
-    try:
-        store = ZooKeeperMetadataStore(server.connect_string + "/restart",
-                                       session_timeout_ms=10_000).connect()
-        store.register_broker(registration(1))
-        session_id = store.session_id
-        port = server.port
-        server.kill()
-        assert not store.confirm_session()
+    with _OwnServer(tmp_path / "zk", "/restart", session_timeout_ms=10_000) as own:
+        session_id = own.store.session_id
+        own.server.kill()
+        assert not own.store.confirm_session()
 
-        server = ZooKeeperProcess(tmp_path / "zk", port=port).start()
-        wait_for(store.confirm_session, timeout_s=20, what="the session after a restart")
-        assert store.session_id == session_id
-        assert list(store.live_brokers()) == [1]
-    finally:
-        if store is not None:
-            store.close()
-        server.stop()
+        own.restart()
+        wait_for(own.store.confirm_session, timeout_s=20, what="the session after a restart")
+        assert own.store.session_id == session_id
+        assert list(own.store.live_brokers()) == [1]
 
 
 def test_a_missing_chroot_is_created(zookeeper):
