@@ -91,7 +91,8 @@ if "python_streaming_source_runner" in " ".join(getattr(sys, "orig_argv", [])):
 def test_a_python_worker_missing_sparks_connect_back_limit_restarts_the_queries(tmp_path):
     """Spark gives a Python worker 10 s to connect back; one that misses it (made to here,
     once) kills its query. The run restarts the queries from their checkpoints, says so, and
-    still holds every order once."""
+    still holds every order once (with a second restart too, if the machine makes another
+    worker late)."""
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     (hooks / "sitecustomize.py").write_text(SLOW_SOURCE_WORKER)
@@ -106,7 +107,9 @@ def test_a_python_worker_missing_sparks_connect_back_limit_restarts_the_queries(
     assert job.returncode == 0, output
     said = " ".join(output.split())  # the console wraps its lines
     assert "restarting the queries from their checkpoints (1 of 3)" in said
-    assert "(2 of 3)" not in said and "exactly once" in said
+    # A loaded machine may make a later worker miss the limit on its own (CI once saw a
+    # second restart); the run absorbs that too, and only that error restarts it.
+    assert "exactly once" in said
     rows, distinct, eur, revenue_orders, revenue = orders_in_sqlite(work / "pipeline.db")
     assert rows == distinct == revenue_orders == 1000
     assert abs(revenue - eur) < 1.0
