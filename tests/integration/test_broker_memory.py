@@ -5,19 +5,8 @@ from __future__ import annotations
 
 import os
 
-from confluent_kafka import Producer
-
 from oncelog.broker.process import BrokerProcess
-from tests.page_residency import MIB, resident_bytes
-
-
-def produce_mib(bootstrap: str, topic: str, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
-    value = os.urandom(MIB // 2 - 1024)  # under librdkafka's message.max.bytes
-    for _ in range(2 * count):
-        producer.produce(topic, value, partition=0)
-        producer.poll(0)
-    assert producer.flush(60) == 0
+from tests.page_residency import MIB, produce_mib, resident_bytes, write_back
 
 
 def test_a_broker_keeps_only_the_retained_tail_of_a_partition_in_the_page_cache(tmp_path):
@@ -26,11 +15,7 @@ def test_a_broker_keeps_only_the_retained_tail_of_a_partition_in_the_page_cache(
                        extra_args=["--log-level", "DEBUG"]) as broker:
         produce_mib(broker.bootstrap, "cached", 48)
         segment = tmp_path / "data" / "cached-0" / f"{0:020d}.log"
-        descriptor = os.open(segment, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)  # written back, so the broker's next drop step takes it
-        finally:
-            os.close(descriptor)
+        write_back(segment)  # so that the broker's next drop step takes it
         produce_mib(broker.bootstrap, "cached", 20)
         size = segment.stat().st_size
         assert size > 67 * MIB

@@ -14,8 +14,10 @@ from oncelog.protocol.fetch_body import SPLICE_MIN_BYTES
 from oncelog.protocol.messages import RESPONSES, FetchRequest, FetchResponse, MetadataRequest
 from oncelog.protocol.records import decode_records, make_batch
 
+from tests.hostile.attack import memory_kib
 from tests.integration.raw import RawConnection
 from tests.integration.test_bad_input import produce
+from tests.page_residency import MIB, produce_mib
 
 FT = FetchRequest.FetchTopic
 FP = FT.FetchPartition
@@ -144,3 +146,27 @@ def test_a_fetch_within_a_large_batch_set_stops_at_max_bytes_on_whole_batches(br
         records = bytes(response.responses[0].partitions[0].records)
         # from the batch holding offset 200 (the second), two whole batches fit in 450 KB
         assert _values(records) == values[200:600]
+
+
+def test_a_reader_that_does_not_keep_up_costs_the_broker_no_copy_of_its_response(broker):
+    """The socket fills mid-region: the broker waits for it and sends the rest from the file
+    too, instead of reading the rest into memory (tens of MB here) and queueing it."""
+    produce_mib(broker.bootstrap, TOPIC, 48)
+    before_kib = memory_kib(broker.pid)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    host, port = broker.bootstrap.rsplit(":", 1)
+    sock.connect((host, int(port)))
+    sock.settimeout(30)
+    conn = RawConnection.__new__(RawConnection)
+    conn.sock, conn.correlation_id = sock, 0
+    with conn:
+        conn.send_frame(conn.header(1, 11) + bytes(_fetch(TOPIC, 0, 11).encode(version=11)))
+        time.sleep(1.0)  # not reading: the broker meets a full socket and must wait
+        waiting_kib = memory_kib(broker.pid)
+        (size,) = struct.unpack(">i", _slowly(sock, 4))
+        response = FetchResponse.decode(_slowly(sock, size)[4:], version=11)
+    records = bytes(response.responses[0].partitions[0].records)
+    assert len(records) > 47 * MIB
+    assert len(_values(records)) == 96  # every half-MiB value, whole
+    assert waiting_kib - before_kib < 8 * 1024, f"{waiting_kib - before_kib} KiB more"

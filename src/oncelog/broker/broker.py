@@ -41,6 +41,7 @@ from ..coordinator.transaction.state_topic import TransactionStateTopic
 from ..partition import Flusher, LeadershipLease, PartitionManager
 from .config import BrokerConfig, ConfigError, parse_listener
 from .server import Connection
+from .writable import WriteWaiter
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,7 @@ class Broker:
                                            lease=self.lease)
         self.partitions.live_broker_ids = lambda: sorted(self.live_brokers) or [self.node_id]
         self.flusher = Flusher()
+        self.write_waiter: WriteWaiter | None = None  # the event loop's, made by run()
         self.partitions.flusher = self.flusher
         self.producer_ids = ProducerIdManager(self.store)
         self.offsets_topic = OffsetsTopic(self.partitions, clock)
@@ -132,6 +134,7 @@ class Broker:
             if self.transaction_state_topic.partition_count:  # created by a first producer
                 self.transaction_coordinator.load()
         loop = asyncio.get_running_loop()
+        self.write_waiter = WriteWaiter(loop)
         try:
             # In cluster mode the socket is bound (so the advertised port is known) but
             # nothing is accepted until this broker is registered and holds the cluster's
@@ -141,6 +144,7 @@ class Broker:
                                               start_serving=not self.cluster_mode)
         except OSError as error:
             self.partitions.close()
+            self.write_waiter.close()
             raise ConfigError(f"cannot listen on {self.listen_host}:{self.listen_port}: "
                               f"{error.strerror}") from None
         if self.listen_port == 0:
@@ -152,6 +156,7 @@ class Broker:
                 snapshot = await asyncio.to_thread(self._register_in_cluster)
             except (ConfigError, StoreUnavailable) as error:
                 server.close()
+                self.write_waiter.close()
                 self.partitions.close()
                 await asyncio.to_thread(self.store.close)
                 raise ConfigError(str(error)) from None
@@ -184,6 +189,7 @@ class Broker:
             for connection in list(self.connections):
                 connection.transport.close()
             await server.wait_closed()
+            self.write_waiter.close()
             self.partitions.close()
             if self.cluster_mode:
                 await asyncio.to_thread(self.store.close)

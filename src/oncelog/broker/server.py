@@ -426,7 +426,7 @@ class Connection(asyncio.BufferedProtocol):
                 await self.can_write.wait()
                 for part in result:  # not writelines: before 3.12 it joins, a copy of it all
                     if isinstance(part, FileRegion):
-                        if not self._send_region(part):
+                        if not await self._send_region(part):
                             return
                     else:
                         self.transport.write(part)
@@ -441,27 +441,35 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("failed to send a response to %s", self.peer)
             self.close("internal error", "internal error while writing a response")
 
-    def _send_region(self, region: FileRegion) -> bool:
-        """Send a segment file's range with ``os.sendfile`` (no copy through this process)
-        when the transport holds nothing to send before it; what the socket does not take at
-        once (or all of it, behind unsent bytes) is read and handed to the transport, which
+    async def _send_region(self, region: FileRegion) -> bool:
+        """Send a segment file's range with ``os.sendfile`` (no copy through this process).
+        When the socket fills, wait until the reader drained it (``WriteWaiter``) and go on.
+        Only behind bytes the transport still holds (an encoded part it could not send at
+        once), or without a way to wait, the rest is read and handed to the transport, which
         sends it as the reader reads: the event loop (uvloop) allows no writer of our own on
         its socket. False if the connection was closed instead."""
         transport = self.transport
         if self.closed or transport.is_closing():
             return False
         socket_fd = transport.get_extra_info("socket").fileno()
+        waiter = self.broker.write_waiter
         offset, remaining = region.offset, region.size
         try:
             while remaining and not transport.get_write_buffer_size():
                 try:
                     sent = os.sendfile(socket_fd, region.fd, offset, remaining)
                 except BlockingIOError:
-                    break  # the socket is full: the transport sends the rest
+                    if waiter is None or not waiter.available:
+                        break  # the transport sends the rest
+                    await waiter.wait(socket_fd)
+                    if self.closed or transport.is_closing():
+                        return False
+                    continue
                 if sent == 0:
                     break
                 offset += sent
                 remaining -= sent
+                self.last_activity = self.loop.time()  # the reader is taking what we send
             rest = os.pread(region.fd, remaining, offset) if remaining else b""
         except OSError as error:
             self.close("connection lost", f"sending a response failed: {error}", quiet=True)
