@@ -13,12 +13,16 @@ Responses are read with a ``BufferedProtocol`` straight into one buffer, reused 
 to response: a follower's fetch response is a megabyte of records, which a ``StreamReader``
 copied three times (into its buffer, out of it, and the slice past the header) before
 decoding, and a fresh megabyte per response costs page faults (``benchmarks/cluster.py``
-measured the follower's CPU per byte halved by both).
+measured the follower's CPU per byte halved by both). While the rest of a large response is
+on its way, ``SO_RCVLOWAT`` asks the kernel to wake us only once it is there (or as much of
+it as the kernel allows, a few megabytes): read as it trickled in over loopback, a megabyte
+took about nine reads, each a wakeup of this process and a pass of the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 
 from ..protocol import messages
@@ -28,6 +32,10 @@ CLIENT_ID = b"oncelog-replica-fetcher"
 # A broker's response is bounded by what we asked (replica.fetch.response.max.bytes, or
 # one oversized batch); far beyond that is a broken peer, not a frame to allocate.
 MAX_RESPONSE_BYTES = 1 << 30
+# Frames with at least this much still to come are read in one go (SO_RCVLOWAT); the kernel
+# caps the mark at half its largest receive buffer, and we lower it as the rest shrinks, so
+# the last bytes of a frame never wait for bytes that will not come.
+WAKE_FOR_AT_LEAST = 64 * 1024
 
 
 class _ResponseReader(asyncio.BufferedProtocol):
@@ -41,9 +49,13 @@ class _ResponseReader(asyncio.BufferedProtocol):
         self._frame: memoryview | None = None  # the frame being read, in _buffer
         self._buffer = bytearray(0)  # reused: a fresh megabyte per response costs page faults
         self._filled = 0
+        self._socket = None  # for SO_RCVLOWAT; None where it cannot be set
+        self._low_mark = 1
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        if hasattr(socket, "SO_RCVLOWAT"):
+            self._socket = transport.get_extra_info("socket")
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is None:
@@ -62,12 +74,30 @@ class _ResponseReader(asyncio.BufferedProtocol):
             if size > len(self._buffer):
                 self._buffer = bytearray(size)
             self._frame, self._filled = memoryview(self._buffer)[:size], 0
+            self._wake_for(size)
         elif self._filled == len(self._frame):
             frame, self._frame, self._filled = self._frame, None, 0
+            self._wake_for(1)
             if self.waiter is None or self.waiter.done():
                 self._fail(ValueError("a response nobody asked for"))
                 return
             self.waiter.set_result(frame)  # decoded (copied out) before the next request
+        else:
+            remaining = len(self._frame) - self._filled
+            if remaining < self._low_mark:
+                self._wake_for(remaining)
+
+    def _wake_for(self, nbytes: int) -> None:
+        """Be woken when ``nbytes`` more arrived (when they are many), not at every packet."""
+        mark = nbytes if nbytes >= WAKE_FOR_AT_LEAST else 1
+        if mark == self._low_mark or self._socket is None:
+            return
+        try:
+            self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, mark)
+        except OSError:
+            self._socket = None  # reading as bytes come is correct, only busier
+            return
+        self._low_mark = mark
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(exc or EOFError("connection closed by the broker"))
