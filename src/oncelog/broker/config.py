@@ -126,6 +126,10 @@ BROKER_CONFIGS = {d.name: d for d in (
               "cache as it is written; older bytes are written back and dropped from it, so "
               "writes reuse memory instead of growing the cache (-1: keep everything, as "
               "Kafka does). Consumers further behind read from disk.", minimum=-1),
+    ConfigDef("replica.cache.retain.bytes", _int, str(64 * 1024 * 1024),
+              "oncelog's own: log.cache.retain.bytes for the partitions this broker follows "
+              "(a follower's copy is read by nobody until it leads; -1: keep everything, as "
+              "Kafka does). Once it leads, log.cache.retain.bytes applies.", minimum=-1),
     ConfigDef("producer.id.expiration.ms", _int, str(DAY_MS),
               "Forget an idempotent producer's sequence state after this long idle.",
               minimum=1),

@@ -180,6 +180,11 @@ class Partition:
         # log.flush.policy=ack: asked for an fsync after every append, called back when it is
         # done; the high watermark then never passes what the leader has fsynced.
         self.flush_requester: Callable[[Log, Callable[[], None]], None] | None = None
+        # How much of the log's newest bytes stay in the page cache while we lead, and while
+        # we follow (log.cache.retain.bytes, replica.cache.retain.bytes; -1 all): a
+        # follower's copy is read by nobody until it leads, so it need not fill the cache.
+        self.cache_retain_bytes = (log.config.cache_retain_bytes,
+                                   log.config.cache_retain_bytes)
         self.epoch_cache = LeaderEpochCache(log.directory)
         # A single replica's log holds only acknowledged (or attempted) appends, so after a
         # restart its HW starts at the LEO. A replicated one starts from its checkpoint:
@@ -538,6 +543,7 @@ class Partition:
         self.leader_epoch = state.leader_epoch
         self.partition_state_version = state.version
         self.isr_state = CommittedIsr(tuple(state.isr))
+        self.log.keep_cached(self.cache_retain_bytes[0])
         if changed:
             self.epoch_cache.assign(state.leader_epoch, self.log_end_offset)
             now = self.clock()
@@ -563,6 +569,7 @@ class Partition:
         self.partition_state_version = state.version
         self.isr_state = CommittedIsr(tuple(state.isr))
         self.followers = {}
+        self.log.keep_cached(self.cache_retain_bytes[1])
         if changed:
             self._complete_acks_waiters(lost_leadership=True)
             self._wake_fetchers()

@@ -65,7 +65,7 @@ import re
 import shutil
 import threading
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -223,6 +223,13 @@ class Log:
             return False
         self._roll(now_ms)
         return True
+
+    def keep_cached(self, retain_bytes: int) -> None:
+        """Keep only the newest ``retain_bytes`` written in the page cache from now on, in
+        the active segment and the ones that follow it (``LogConfig.cache_retain_bytes``)."""
+        if retain_bytes != self.config.cache_retain_bytes:
+            self.config = replace(self.config, cache_retain_bytes=retain_bytes)
+            self._segments[-1].keep_cached(retain_bytes)
 
     def _roll_due(self, active: Segment, now_ms: int) -> bool:
         return now_ms - active.roll_base_ms > self.config.segment_ms

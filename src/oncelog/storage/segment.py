@@ -237,6 +237,11 @@ class Segment:
             self._drop_cached_behind()
         return position
 
+    def keep_cached(self, retain_bytes: int) -> None:
+        """From now on keep only the newest ``retain_bytes`` written in the page cache (-1:
+        all of them): a partition's role sets it (``Log.keep_cached``)."""
+        self._cache_retain = retain_bytes if _fadvise is not None else -1
+
     def _drop_cached_behind(self) -> None:
         """Ask the kernel to drop this file's pages behind the newest ``cache_retain_bytes``.
 
