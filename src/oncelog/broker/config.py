@@ -195,8 +195,9 @@ BROKER_CONFIGS = {d.name: d for d in (
               "How long to keep trying to reach ZooKeeper at start-up.", minimum=1),
     ConfigDef("replica.lag.time.max.ms", _int, "30000",
               "A follower that has not caught up for this long leaves the ISR.", minimum=1),
-    ConfigDef("replica.fetch.max.bytes", _int, str(1024 * 1024),
-              "Bytes a follower asks for per partition per fetch.", minimum=1024),
+    ConfigDef("replica.fetch.max.bytes", _int, str(8 * 1024 * 1024),
+              "Bytes a follower asks for per partition per fetch (Kafka's default is 1 MiB; "
+              "oncelog's cost is per round, so fewer, larger rounds).", minimum=1024),
     ConfigDef("replica.fetch.response.max.bytes", _int, str(10 * 1024 * 1024),
               "Bytes a follower asks for per fetch response.", minimum=1024),
     ConfigDef("replica.fetch.wait.max.ms", _int, "500",
