@@ -635,7 +635,7 @@ class Partition:
 
     # -- replication (follower) ------------------------------------------------------------
 
-    def append_as_follower(self, records: bytes) -> AppendInfo | None:
+    def append_as_follower(self, records: bytes | memoryview) -> AppendInfo | None:
         """Append the leader's batches as they are (its offsets and epochs), after checking
         their CRCs; records each newer epoch's start, and applies the batches to producer
         state as the leader did: sequences, transactions opened, markers (an ABORT is
@@ -657,7 +657,8 @@ class Partition:
             if header.partition_leader_epoch > self.epoch_cache.latest_epoch:
                 self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             if header.has_producer_id:
-                control = records[position:position + header.size] if header.is_control else None
+                control = (bytes(records[position:position + header.size]) if header.is_control
+                           else None)  # records may be a view of a buffer the fetcher reuses
                 self._apply_producer_batch(header, control, now)
         self._check_invariants()
         return info

@@ -262,13 +262,15 @@ class _BoundedDecoderContext(CodegenContext):
     _TAGGED_COPY = re.compile(r"(_bio\d+) = _BytesIO\(bytes\(data\[pos:\]\)\)$")
     _BYTES_COPY = re.compile(r"(\s*_val\d+) = bytes\((data\[pos:pos\+_ln\d+\])\)$")
 
-    def __init__(self, owned_bytes: bool = False) -> None:
+    def __init__(self, bytes_as: str = "bytes") -> None:
         super().__init__()
         self.globs.update(_ViewReader=_ViewReader, _refuse=_refuse)
         self.checks = 0
-        # bytes fields as bytearrays: the request owns a mutable copy (Produce: the partition
-        # patches offsets and epoch into the batch and writes it without copying it again)
-        self.owned_bytes = owned_bytes
+        # bytes fields as "bytes" (the codec's copy), "bytearray": the request owns a mutable
+        # copy (Produce: the partition patches offsets and epoch into the batch and writes it
+        # without copying it again), or "view": no copy, a view of the frame, valid while it is
+        # (a follower's fetch response, appended before its buffer is reused)
+        self.bytes_as = bytes_as
 
     def emit(self, indent, line):
         if match := self._ARRAY.match(line):
@@ -294,22 +296,27 @@ class _BoundedDecoderContext(CodegenContext):
         elif match := self._TAGGED_COPY.match(line):
             line = f"{match.group(1)} = _ViewReader(data, pos)"
             self.checks += 1
-        elif self.owned_bytes and (match := self._BYTES_COPY.match(line)):
-            line = f"{match.group(1)} = bytearray({match.group(2)})"
+        elif self.bytes_as != "bytes" and (match := self._BYTES_COPY.match(line)):
+            copy = "bytearray" if self.bytes_as == "bytearray" else ""
+            line = f"{match.group(1)} = {copy}({match.group(2)})"
         super().emit(indent, line)
 
 
-_DECODERS: dict[tuple[int, int], object] = {}
+_DECODERS: dict[tuple[str, int, str], object] = {}
 
 
-def bounded_decoder(cls, version: int):
-    """``f(body, pos, budget) -> (request, end)`` for one request class and version."""
-    key = (cls.API_KEY, version)
+def bounded_decoder(cls, version: int, bytes_as: str | None = None):
+    """``f(body, pos, budget) -> (message, end)`` for one message class and version; bytes
+    fields as ``_BoundedDecoderContext`` says (default: a Produce request's as bytearrays,
+    others as bytes)."""
+    if bytes_as is None:
+        bytes_as = "bytearray" if cls is ProduceRequest else "bytes"
+    key = (cls.name, version, bytes_as)
     decoder = _DECODERS.get(key)
     if decoder is None:
         struct_field = cls._struct
         flexible = cls.flexible_version_q(version)
-        ctx = _BoundedDecoderContext(owned_bytes=cls.API_KEY == ApiKey.PRODUCE)
+        ctx = _BoundedDecoderContext(bytes_as)
         ctx.lines.append("def _decode(data, pos, _budget):")
         saved = struct_field._data_class
         struct_field._data_class = cls[None]  # as compiled_decode_from(data_class=...) does
@@ -323,6 +330,20 @@ def bounded_decoder(cls, version: int):
              ctx.globs)
         decoder = _DECODERS[key] = ctx.globs["_decode"]
     return decoder
+
+
+def decode_response_views(api_key: int, version: int, body: memoryview):
+    """A response body, bounded like a request's, its bytes fields views of ``body`` (no
+    copy: valid only while ``body`` is). ValueError for anything that does not parse."""
+    cls = RESPONSES[api_key]
+    try:
+        response, end = bounded_decoder(cls, version, "view")(body, 0, [MAX_ELEMENTS])
+    except Exception as error:  # the codec raises assorted errors on garbage
+        raise ValueError(f"cannot decode {cls.name} v{version}: {type(error).__name__}: "
+                         f"{error}") from None
+    if end > len(body):
+        raise ValueError(f"{cls.name} v{version} runs {end - len(body)} bytes past its frame")
+    return response
 
 
 def decode_request(header: RequestHeader, frame: bytes | memoryview):

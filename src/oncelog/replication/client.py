@@ -81,7 +81,7 @@ class _ResponseReader(asyncio.BufferedProtocol):
             if self.waiter is None or self.waiter.done():
                 self._fail(ValueError("a response nobody asked for"))
                 return
-            self.waiter.set_result(frame)  # decoded (copied out) before the next request
+            self.waiter.set_result(frame)  # used up before the next request reuses it
         else:
             remaining = len(self._frame) - self._filled
             if remaining < self._low_mark:
@@ -156,7 +156,9 @@ class BrokerClient:
             raise ValueError(f"correlation id {correlation_id}, expected {self._correlation_id}")
         # response header v1 (flexible) carries tagged fields; ApiVersions never does
         skip = 5 if messages.is_flexible(api_key, version) else 4
-        return messages.RESPONSES[api_key].decode(frame[skip:], version=version)
+        # Records stay views of the reused buffer: the caller is done with them (a
+        # follower's append) before it sends its next request.
+        return messages.decode_response_views(api_key, version, frame[skip:])
 
     def close(self) -> None:
         if self._transport is not None:

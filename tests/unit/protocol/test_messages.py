@@ -19,7 +19,7 @@ from oncelog.broker.handlers import api_versions, fetch
 from oncelog.protocol import messages
 from oncelog.protocol.api_keys import ApiKey
 from oncelog.protocol.errors import ErrorCode, KafkaError
-from oncelog.protocol.messages import (REQUESTS, RESPONSES, decode_request,
+from oncelog.protocol.messages import (REQUESTS, RESPONSES, FetchResponse, decode_request,
                                        decode_request_header, encode_response, is_flexible)
 from oncelog.protocol.records import make_batch
 
@@ -862,3 +862,33 @@ def test_decoded_request_does_not_alias_the_receive_buffer(api_key, version):
     check(decoded)
     decoded._header = None
     assert decoded.encode(version=version) == body
+
+
+def _follower_fetch_response(records: bytes) -> bytes:
+    topic = FetchResponse.FetchableTopicResponse
+    return bytes(FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=[
+        topic(topic="t", partitions=[topic.PartitionData(
+            partition_index=0, error_code=0, high_watermark=7, last_stable_offset=7,
+            log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
+            records=records)])]).encode(version=11))
+
+
+def test_a_follower_fetch_response_decodes_with_its_records_as_a_view_of_the_frame():
+    batch = make_batch([b"x" * 1000, b"y"])
+    frame = bytearray(_follower_fetch_response(batch))
+    response = messages.decode_response_views(ApiKey.FETCH, 11, memoryview(frame))
+    records = response.responses[0].partitions[0].records
+    assert isinstance(records, memoryview) and bytes(records) == batch
+    assert response.responses[0].partitions[0].high_watermark == 7
+    frame[-len(batch):] = bytes(len(batch))  # the buffer reused: the view shows it (no copy)
+    assert bytes(records) == bytes(len(batch))
+
+
+@pytest.mark.parametrize("cut", [1, 10, 40])
+def test_a_cut_or_garbled_response_is_a_value_error(cut):
+    frame = _follower_fetch_response(make_batch([b"x" * 100]))
+    with pytest.raises(ValueError, match="FetchResponse v11"):
+        messages.decode_response_views(ApiKey.FETCH, 11, memoryview(frame[:-cut]))
+    with pytest.raises(ValueError, match="FetchResponse v11"):
+        messages.decode_response_views(ApiKey.FETCH, 11,
+                                       memoryview(frame[:20] + b"\x7f" * 8 + frame[28:]))
