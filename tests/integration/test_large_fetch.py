@@ -44,6 +44,18 @@ def _fill(conn: RawConnection, batches: int, values_per_batch: int) -> list[byte
     return values
 
 
+def _small_window_connection(bootstrap: str, receive_buffer: int):
+    """A raw connection whose socket holds only ``receive_buffer`` bytes unread."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    host, port = bootstrap.rsplit(":", 1)
+    sock.connect((host, int(port)))
+    sock.settimeout(30)
+    conn = RawConnection.__new__(RawConnection)
+    conn.sock, conn.correlation_id = sock, 0
+    return sock, conn
+
+
 def _values(records: bytes) -> list[bytes]:
     return [record.value for _, header in iter_headers(records)
             for record in decode_records(records[_:_ + header.size], header)]
@@ -54,13 +66,7 @@ def test_a_slow_reader_gets_every_byte_of_pipelined_large_fetches(broker):
         values = _fill(conn, batches=6, values_per_batch=500)  # ~3 MB in 6 batches
 
     # A small receive buffer and slow reads: the broker's sendfile meets a full socket.
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-    host, port = broker.bootstrap.rsplit(":", 1)
-    sock.connect((host, int(port)))
-    sock.settimeout(30)
-    conn = RawConnection.__new__(RawConnection)
-    conn.sock, conn.correlation_id = sock, 0
+    sock, conn = _small_window_connection(broker.bootstrap, 16 * 1024)
     with conn:
         versions = [4, 11, 12]  # plain and flexible (compact length) records fields
         for version in versions:
@@ -153,13 +159,7 @@ def test_a_reader_that_does_not_keep_up_costs_the_broker_no_copy_of_its_response
     too, instead of reading the rest into memory (tens of MB here) and queueing it."""
     produce_mib(broker.bootstrap, TOPIC, 48)
     before_kib = memory_kib(broker.pid)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-    host, port = broker.bootstrap.rsplit(":", 1)
-    sock.connect((host, int(port)))
-    sock.settimeout(30)
-    conn = RawConnection.__new__(RawConnection)
-    conn.sock, conn.correlation_id = sock, 0
+    sock, conn = _small_window_connection(broker.bootstrap, 64 * 1024)
     with conn:
         conn.send_frame(conn.header(1, 11) + bytes(_fetch(TOPIC, 0, 11).encode(version=11)))
         time.sleep(1.0)  # not reading: the broker meets a full socket and must wait
