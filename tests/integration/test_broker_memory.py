@@ -3,8 +3,6 @@ malloc thresholds, and ``log.cache.retain.bytes`` reaches the logs of its partit
 
 from __future__ import annotations
 
-import os
-
 from oncelog.broker.process import BrokerProcess
 from tests.page_residency import MIB, produce_mib, resident_bytes, write_back
 

@@ -163,8 +163,8 @@ class PartitionManager:
         partition = Partition(topic, index, partition_log, settings, self.clock,
                               replica_id=self.node_id, replicas=replicas, lease=self.lease)
         partition.isr_listener = self.isr_listener
-        partition.cache_retain_bytes = (self.config["log.cache.retain.bytes"],
-                                        self.config["replica.cache.retain.bytes"])
+        partition.leader_cache_retain_bytes = self.config["log.cache.retain.bytes"]
+        partition.follower_cache_retain_bytes = self.config["replica.cache.retain.bytes"]
         if self.flusher is not None and self.config["log.flush.policy"] == "ack":
             partition.flush_requester = self.flusher.request
         return partition

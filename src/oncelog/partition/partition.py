@@ -183,8 +183,8 @@ class Partition:
         # How much of the log's newest bytes stay in the page cache while we lead, and while
         # we follow (log.cache.retain.bytes, replica.cache.retain.bytes; -1 all): a
         # follower's copy is read by nobody until it leads, so it need not fill the cache.
-        self.cache_retain_bytes = (log.config.cache_retain_bytes,
-                                   log.config.cache_retain_bytes)
+        self.leader_cache_retain_bytes = log.config.cache_retain_bytes
+        self.follower_cache_retain_bytes = log.config.cache_retain_bytes
         self.epoch_cache = LeaderEpochCache(log.directory)
         # A single replica's log holds only acknowledged (or attempted) appends, so after a
         # restart its HW starts at the LEO. A replicated one starts from its checkpoint:
@@ -543,7 +543,7 @@ class Partition:
         self.leader_epoch = state.leader_epoch
         self.partition_state_version = state.version
         self.isr_state = CommittedIsr(tuple(state.isr))
-        self.log.keep_cached(self.cache_retain_bytes[0])
+        self.log.keep_cached(self.leader_cache_retain_bytes)
         if changed:
             self.epoch_cache.assign(state.leader_epoch, self.log_end_offset)
             now = self.clock()
@@ -569,7 +569,7 @@ class Partition:
         self.partition_state_version = state.version
         self.isr_state = CommittedIsr(tuple(state.isr))
         self.followers = {}
-        self.log.keep_cached(self.cache_retain_bytes[1])
+        self.log.keep_cached(self.follower_cache_retain_bytes)
         if changed:
             self._complete_acks_waiters(lost_leadership=True)
             self._wake_fetchers()
