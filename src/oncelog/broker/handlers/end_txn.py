@@ -1,12 +1,13 @@
 """EndTxn (API key 26), versions 0-3.
 
 Behaviour: commits (``committed``) or aborts the producer's transaction: the coordinator
-writes PrepareCommit/PrepareAbort, a marker into every partition of the transaction, then
-CompleteCommit/CompleteAbort, and answers after that - a client told "committed" finds the
-markers in place. A retry of an EndTxn already completed gets NONE again. Errors:
-INVALID_TXN_STATE with no transaction open (or a commit of one being aborted);
-CONCURRENT_TRANSACTIONS while the same EndTxn is still completing; PRODUCER_FENCED
-(INVALID_PRODUCER_EPOCH before v2); INVALID_PRODUCER_ID_MAPPING; NOT_COORDINATOR.
+writes PrepareCommit/PrepareAbort and answers once it is replicated (the outcome is decided
+then, as in Kafka); the markers in every partition of the transaction and
+CompleteCommit/CompleteAbort follow, and the id's next request waits for them. A retry of an
+EndTxn already completed gets NONE again. Errors: INVALID_TXN_STATE with no transaction open
+(or a commit of one being aborted); CONCURRENT_TRANSACTIONS while the same EndTxn is still
+completing; PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2); INVALID_PRODUCER_ID_MAPPING;
+NOT_COORDINATOR.
 Version notes: v2 knows PRODUCER_FENCED; v3 flexible; v4-v5 (KIP-890) are not served.
 """
 

@@ -12,14 +12,16 @@ Writes follow "emit, then apply": a request computes the next snapshot with a fu
 passes it (``transaction.state.log.min.isr``), and only then makes it the id's state; a write
 that fails leaves the state as it was and answers the client with Kafka's code for it.
 
-Completing a transaction: EndTxn writes PrepareCommit (or PrepareAbort), then a marker into
-every partition of the transaction (``markers.TransactionMarkers``: locally or with
-WriteTxnMarkers to the partition's leader, retried until each is written), then
-CompleteCommit (CompleteAbort). EndTxn is answered after the Complete record, so a client
-that hears "committed" finds the markers already there; meanwhile other requests for the id
-get CONCURRENT_TRANSACTIONS, which clients retry. A transaction found in a Prepare state when
-a partition is loaded (the previous coordinator died between the two records) is completed
-by the loader, so a transaction that reached PrepareCommit always commits.
+Completing a transaction: EndTxn writes PrepareCommit (or PrepareAbort) and is answered once
+it is replicated - from then on the outcome is decided, as in Kafka. A task that keeps the
+id's lock then writes a marker into every partition of the transaction
+(``markers.TransactionMarkers``: locally or with WriteTxnMarkers to the partition's leader,
+retried until each is written), then CompleteCommit (CompleteAbort), retried while this broker
+coordinates the id. The id's next request waits for the lock meanwhile (where Kafka answers
+CONCURRENT_TRANSACTIONS and the client backs off), so a producer's next transaction begins
+once its last one's markers are in place. A transaction found in a Prepare state when a
+partition is loaded (the previous coordinator died between the two records) is completed by
+the loader, so a transaction that reached PrepareCommit always commits.
 
 Timers: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` ongoing
 transactions older than their timeout are aborted with a bumped epoch (the producer that
@@ -56,6 +58,7 @@ _WRITE_ERRORS = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
 WRITE_TIMEOUT_MS = 5000
+COMPLETE_RETRY_S = 0.1
 
 
 class TransactionCoordinator:
@@ -193,15 +196,25 @@ class TransactionCoordinator:
 
     async def end_transaction(self, transactional_id: str, producer_id: int,
                               producer_epoch: int, commit: bool) -> None:
+        """Returns once PrepareCommit (PrepareAbort) is written and replicated: from then on
+        the outcome is decided. The markers and the Complete record follow in a task that
+        keeps the id's lock, so the id's next request waits for them."""
         self._check_coordinator(transactional_id)
-        async with self._lock(transactional_id):
+        lock = self._lock(transactional_id)
+        await lock.acquire()
+        handed_over = False
+        try:
             meta = self._current(transactional_id)
             prepared = txn.end_transaction(meta, producer_id, producer_epoch, commit,
                                            self.clock())
             if prepared is meta:
                 return  # a retry of an EndTxn already completed
             await self._write(prepared)
-            await self._complete(prepared)
+            self._spawn(self._complete_and_release(prepared, lock))
+            handed_over = True
+        finally:
+            if not handed_over:
+                lock.release()
 
     def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
                          topic: str, partition: int) -> ErrorCode:
@@ -222,12 +235,39 @@ class TransactionCoordinator:
 
     async def _complete(self, prepared: TransactionMetadata) -> None:
         """Markers into every partition of the transaction, then the Complete record."""
-        commit = prepared.state is S.PREPARE_COMMIT
+        await self._write_markers(prepared)
+        await self._write(txn.complete(prepared, self.clock()))
+
+    async def _write_markers(self, prepared: TransactionMetadata) -> None:
+        transactional_id = prepared.transactional_id
         await self.markers.write_all(
             sorted(prepared.partitions), prepared.producer_id, prepared.producer_epoch,
-            commit, self.coordinator_epoch(prepared.transactional_id),
-            still_ours=lambda: self.is_coordinator_for(prepared.transactional_id))
-        await self._write(txn.complete(prepared, self.clock()))
+            prepared.state is S.PREPARE_COMMIT, self.coordinator_epoch(transactional_id),
+            still_ours=lambda: self.is_coordinator_for(transactional_id))
+
+    async def _complete_and_release(self, prepared: TransactionMetadata,
+                                    lock: asyncio.Lock) -> None:
+        """Complete an answered EndTxn, then free the id. The markers are retried until
+        written; so is the Complete record, while this broker coordinates the id (otherwise
+        the new coordinator completes the transaction from its Prepare record)."""
+        transactional_id = prepared.transactional_id
+        try:
+            await self._write_markers(prepared)
+            while True:
+                try:
+                    await self._write(txn.complete(prepared, self.clock()))
+                    return
+                except KafkaError as error:
+                    if not self.is_coordinator_for(transactional_id):
+                        raise
+                    log.warning("writing %r's %s record: %s; retrying", transactional_id,
+                                txn.complete(prepared, 0).state.display_name, error.message)
+                    await asyncio.sleep(COMPLETE_RETRY_S)
+        except KafkaError as error:
+            log.info("%r's transaction was not completed here: %s", transactional_id,
+                     error.message)
+        finally:
+            lock.release()
 
     async def _abort_and_complete(self, transactional_id: str) -> None:
         aborting = txn.abort_expired(self.transactions[transactional_id], self.clock())

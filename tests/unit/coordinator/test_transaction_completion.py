@@ -1,0 +1,70 @@
+"""EndTxn as Kafka answers it, in-process on real files: the answer comes once PrepareCommit
+(PrepareAbort) is written - the outcome is decided then - and the markers and the Complete
+record follow in the background, holding the transactional id, so the id's next request
+waits for them instead of failing with CONCURRENT_TRANSACTIONS."""
+
+from __future__ import annotations
+
+import asyncio
+
+from oncelog.coordinator.transaction.state import TransactionState
+from oncelog.protocol.errors import ErrorCode, KafkaError
+from tests.fake_clock import FakeClock
+from tests.unit.coordinator.test_transaction_recovery import (begin, markers, open_broker,
+                                                              settle)
+
+S = TransactionState
+
+
+def test_end_txn_is_answered_at_prepare_commit_and_the_markers_follow(tmp_path):
+    async def scenario():
+        broker = open_broker(tmp_path, FakeClock())
+        producer_id, epoch = await begin(broker)
+        coordinator = broker.transaction_coordinator
+        await coordinator.end_transaction("app", producer_id, epoch, commit=True)
+        assert coordinator.transactions["app"].state is S.PREPARE_COMMIT
+        assert markers(broker, 0) == markers(broker, 1) == []
+        await settle(broker)
+        assert coordinator.transactions["app"].state is S.COMPLETE_COMMIT
+        assert markers(broker, 0) == markers(broker, 1) == [True]
+        for index in (0, 1):
+            partition = broker.partitions.get_partition("orders", index)
+            assert partition.last_stable_offset == partition.log_end_offset == 2
+    asyncio.run(scenario())
+
+
+def test_the_ids_next_transaction_waits_for_the_last_ones_markers(tmp_path):
+    async def scenario():
+        broker = open_broker(tmp_path, FakeClock())
+        producer_id, epoch = await begin(broker)
+        coordinator = broker.transaction_coordinator
+        await coordinator.end_transaction("app", producer_id, epoch, commit=False)
+        # at once, as a client does after its commit returns: no CONCURRENT_TRANSACTIONS
+        await coordinator.add_partitions("app", producer_id, epoch, {("orders", 0)})
+        assert markers(broker, 0) == markers(broker, 1) == [False]
+        now = coordinator.transactions["app"]
+        assert (now.state, now.partitions) == (S.ONGOING, frozenset({("orders", 0)}))
+    asyncio.run(scenario())
+
+
+def test_a_complete_record_that_fails_to_write_is_written_again(tmp_path, monkeypatch):
+    async def scenario():
+        broker = open_broker(tmp_path, FakeClock())
+        producer_id, epoch = await begin(broker)
+        coordinator = broker.transaction_coordinator
+        state_topic = coordinator.state_topic
+        append, failures = state_topic.append, []
+
+        def short_isr_once(index, records, producer=None):
+            if not failures and coordinator.transactions["app"].state is S.PREPARE_COMMIT:
+                failures.append(index)
+                raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "injected: ISR too small")
+            append(index, records, producer)
+
+        monkeypatch.setattr(state_topic, "append", short_isr_once)
+        await coordinator.end_transaction("app", producer_id, epoch, commit=True)
+        await settle(broker)
+        assert failures, "the Complete record's first write did not fail"
+        assert coordinator.transactions["app"].state is S.COMPLETE_COMMIT
+        assert markers(broker, 0) == markers(broker, 1) == [True]
+    asyncio.run(scenario())
