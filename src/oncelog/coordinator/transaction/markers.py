@@ -122,7 +122,9 @@ class TransactionMarkers:
             else:
                 rounds.append(self._remote(leader, owned, producer_id, producer_epoch, commit,
                                            coordinator_epoch))
-        for outcome in await asyncio.gather(*rounds):
+        # One round (a transaction on partitions of one leader: the common case) is awaited
+        # as it is; gather would wrap it in a task of its own and wait a turn of the loop.
+        for outcome in ([await rounds[0]] if len(rounds) == 1 else await asyncio.gather(*rounds)):
             results.update(outcome)
         return results
 
