@@ -14,12 +14,12 @@ the partition states.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
+from ..storage import files
 from .store import (BrokerRegistration, MetadataChange, MetadataStore, NodeIdInUse,
                     PartitionState, TopicExists, TopicRecord, new_cluster_id, new_topic_id)
 
@@ -170,14 +170,4 @@ class LocalMetadataStore(MetadataStore):
         self._write_atomically(self.path, json.dumps(document, indent=1, sort_keys=True))
 
     def _write_atomically(self, path: Path, text: str) -> None:
-        temporary = path.with_suffix(path.suffix + ".tmp")
-        with open(temporary, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-        directory = os.open(self.data_dir, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        files.replace(path, text, fsync=True, sync_directory=True)

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from dataclasses import dataclass
 from enum import Enum
@@ -65,7 +64,7 @@ from ..protocol import batches, control_records
 from ..protocol.control_records import Marker
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import AbortedTxn, AppendInfo, FileRegion, Log, LogConfig, OffsetAndTimestamp
-from ..storage import producer_snapshots
+from ..storage import files, producer_snapshots
 from ..storage.leader_epoch import LeaderEpochCache
 from .producer_state import CompletedTxn, ProducerStateManager
 from .replicas import CommittedIsr, FollowerState, IsrState, PendingExpand, PendingShrink
@@ -838,7 +837,4 @@ def _read_high_watermark(partition_log: Log) -> int:
 
 
 def _write_high_watermark(partition_log: Log, high_watermark: int) -> None:
-    path = partition_log.directory / HIGH_WATERMARK_FILE
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(str(high_watermark))
-    os.replace(temporary, path)
+    files.replace(partition_log.directory / HIGH_WATERMARK_FILE, str(high_watermark))

@@ -109,7 +109,7 @@ from ..protocol.batches import (CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, Ba
 from ..protocol.control_records import decode_marker
 from ..protocol.errors import KafkaError
 from ..protocol.records import Record, compress, decode_records, encode_record
-from . import producer_snapshots
+from . import files, producer_snapshots
 from .log import Log
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment, segment_file
 from .txn_index import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
@@ -449,7 +449,7 @@ def _delete_snapshots_at_or_below(directory: Path, offset: int) -> None:
     if doomed:
         logger.info("%s: deleted %d producer snapshots at or below offset %d, the last "
                     "transaction marker compaction removes", directory.name, len(doomed), offset)
-        _fsync_file(directory)
+        files.fsync_path(directory)
 
 
 def _write_cleaned(log: Log, old: Segment, plan: _Plan, now_ms: int) -> Segment:
@@ -479,9 +479,9 @@ def _write_cleaned(log: Log, old: Segment, plan: _Plan, now_ms: int) -> Segment:
         if suffix == TXN_INDEX_SUFFIX and not plan.txn_entries:
             target.unlink(missing_ok=True)
             continue
-        _fsync_file(source)
+        files.fsync_path(source)
         os.replace(source, target)
-    _fsync_file(log.directory)
+    files.fsync_path(log.directory)
     temporary.rmdir()
     cleaned = Segment.open(log.directory, old.base_offset, log.config)
     problem = cleaned.check_sealed()
@@ -492,10 +492,3 @@ def _write_cleaned(log: Log, old: Segment, plan: _Plan, now_ms: int) -> Segment:
         cleaned.seal()
     return cleaned
 
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -15,9 +15,10 @@ it is rewritten whole, fsynced and renamed, so a crash leaves the old or the new
 from __future__ import annotations
 
 import logging
-import os
 from bisect import bisect_right
 from pathlib import Path
+
+from . import files
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +105,4 @@ class LeaderEpochCache:
 
     def _write(self) -> None:
         lines = ["0", str(len(self.entries))] + [f"{e} {o}" for e, o in self.entries]
-        temporary = self.path.with_suffix(".tmp")
-        with open(temporary, "w") as handle:
-            handle.write("\n".join(lines) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
+        files.replace(self.path, "\n".join(lines) + "\n", fsync=True)

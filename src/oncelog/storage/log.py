@@ -71,6 +71,7 @@ from typing import Callable, Iterator
 
 from ..protocol.batches import TIMESTAMP_TYPE_FLAG, BatchHeader, iter_headers
 from ..protocol.errors import ErrorCode, KafkaError
+from . import files
 from .config import LogConfig
 from .file_region import FileRegion
 from .index import OffsetAndTimestamp
@@ -393,11 +394,11 @@ class Log:
             for fd in fds:
                 os.fsync(fd)
             for path in index_paths:
-                _fsync_path(path, missing_ok=True)  # retention may have deleted it since
+                files.fsync_path(path, missing_ok=True)  # retention may have deleted it since
             if sync_directory:
-                _fsync_path(self.directory)
+                files.fsync_path(self.directory)
             if sync_parent:
-                _fsync_path(self.directory.parent)
+                files.fsync_path(self.directory.parent)
         except BaseException:
             with self._lock:
                 self._directory_dirty |= sync_directory
@@ -622,15 +623,3 @@ def _dup_all(fds: list[int]) -> list[int]:
         raise
     return duplicates
 
-
-def _fsync_path(path: Path, missing_ok: bool = False) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        if missing_ok:
-            return
-        raise
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

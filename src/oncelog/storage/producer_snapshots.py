@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
+
+from . import files
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +45,9 @@ def list_snapshots(directory: Path) -> list[int]:
 
 
 def write_snapshot(directory: Path, offset: int, producers: list[dict]) -> None:
-    path = snapshot_path(directory, offset)
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w") as handle:
-        json.dump({"version": VERSION, "offset": offset, "producers": producers}, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    files.replace(snapshot_path(directory, offset),
+                  json.dumps({"version": VERSION, "offset": offset, "producers": producers}),
+                  fsync=True)
 
 
 def delete_above(directory: Path, max_offset: int) -> None:

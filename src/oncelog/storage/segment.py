@@ -43,6 +43,7 @@ from ..protocol.batches import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN
                                 set_partition_leader_epoch)
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import decode_records
+from . import files
 from .config import LogConfig
 from .file_region import FileRegion
 from .index import (NO_TIMESTAMP, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE, OffsetAndTimestamp,
@@ -408,8 +409,8 @@ class Segment:
         if self.size:
             time_index.maybe_append(self.max_timestamp, self.next_offset - 1)
         index_path, time_index_path = self.index_paths
-        _write_file(index_path, offset_index.to_bytes())
-        _write_file(time_index_path, time_index.to_bytes())
+        files.replace(index_path, offset_index.to_bytes())  # the old file or the new, never half
+        files.replace(time_index_path, time_index.to_bytes())
 
     # -- truncation and removal --------------------------------------------------------------
 
@@ -468,9 +469,3 @@ def _read_last_entry(path: Path, entry_size: int) -> bytes:
             raise ValueError(f"{path.name} is {size} bytes, not whole {entry_size}-byte entries")
         return os.pread(file.fileno(), entry_size, size - entry_size) if size else b""
 
-
-def _write_file(path: Path, data: bytes) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as file:
-        file.write(data)
-    os.replace(temporary, path)  # readers see the old file or the new one, never half

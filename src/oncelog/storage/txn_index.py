@@ -35,6 +35,8 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from . import files
+
 logger = logging.getLogger(__name__)
 
 TXN_INDEX_SUFFIX = ".txnindex"
@@ -138,12 +140,7 @@ class TransactionIndex:
         if not entries:
             self.path.unlink(missing_ok=True)
             return
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with open(temporary, "wb") as file:
-            file.write(encode_entries(entries))
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, self.path)
+        files.replace(self.path, encode_entries(entries), fsync=True)
 
     def collect(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
         """Entries of transactions that overlap [``fetch_offset``, ``upper_bound_offset``):
