@@ -16,12 +16,18 @@ from tests.unit.coordinator.test_transaction_recovery import (begin, markers, op
 S = TransactionState
 
 
+async def end(broker, commit: bool) -> tuple[int, int]:
+    """EndTxn for the transaction ``begin`` opened; (producer id, epoch) once it returns."""
+    producer_id, epoch = await begin(broker)
+    await broker.transaction_coordinator.end_transaction("app", producer_id, epoch, commit)
+    return producer_id, epoch
+
+
 def test_end_txn_is_answered_at_prepare_commit_and_the_markers_follow(tmp_path):
     async def scenario():
         broker = open_broker(tmp_path, FakeClock())
-        producer_id, epoch = await begin(broker)
         coordinator = broker.transaction_coordinator
-        await coordinator.end_transaction("app", producer_id, epoch, commit=True)
+        await end(broker, commit=True)
         assert coordinator.transactions["app"].state is S.PREPARE_COMMIT
         assert markers(broker, 0) == markers(broker, 1) == []
         await settle(broker)
@@ -36,9 +42,8 @@ def test_end_txn_is_answered_at_prepare_commit_and_the_markers_follow(tmp_path):
 def test_the_ids_next_transaction_waits_for_the_last_ones_markers(tmp_path):
     async def scenario():
         broker = open_broker(tmp_path, FakeClock())
-        producer_id, epoch = await begin(broker)
         coordinator = broker.transaction_coordinator
-        await coordinator.end_transaction("app", producer_id, epoch, commit=False)
+        producer_id, epoch = await end(broker, commit=False)
         # at once, as a client does after its commit returns: no CONCURRENT_TRANSACTIONS
         await coordinator.add_partitions("app", producer_id, epoch, {("orders", 0)})
         assert markers(broker, 0) == markers(broker, 1) == [False]
@@ -50,19 +55,19 @@ def test_the_ids_next_transaction_waits_for_the_last_ones_markers(tmp_path):
 def test_a_complete_record_that_fails_to_write_is_written_again(tmp_path, monkeypatch):
     async def scenario():
         broker = open_broker(tmp_path, FakeClock())
-        producer_id, epoch = await begin(broker)
         coordinator = broker.transaction_coordinator
         state_topic = coordinator.state_topic
         append, failures = state_topic.append, []
 
         def short_isr_once(index, records, producer=None):
-            if not failures and coordinator.transactions["app"].state is S.PREPARE_COMMIT:
+            current = coordinator.transactions.get("app")
+            if not failures and current is not None and current.state is S.PREPARE_COMMIT:
                 failures.append(index)
                 raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "injected: ISR too small")
             append(index, records, producer)
 
         monkeypatch.setattr(state_topic, "append", short_isr_once)
-        await coordinator.end_transaction("app", producer_id, epoch, commit=True)
+        await end(broker, commit=True)
         await settle(broker)
         assert failures, "the Complete record's first write did not fail"
         assert coordinator.transactions["app"].state is S.COMPLETE_COMMIT
