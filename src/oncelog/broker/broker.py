@@ -185,6 +185,7 @@ class Broker:
                     task.cancel()
         finally:
             server.close()
+            self.transaction_coordinator.close()
             self.transaction_markers.close()
             for connection in list(self.connections):
                 connection.transport.close()

@@ -6,6 +6,7 @@ waits for them instead of failing with CONCURRENT_TRANSACTIONS."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from oncelog.coordinator.transaction.state import TransactionState
 from oncelog.protocol.errors import ErrorCode, KafkaError
@@ -72,4 +73,28 @@ def test_a_complete_record_that_fails_to_write_is_written_again(tmp_path, monkey
         assert failures, "the Complete record's first write did not fail"
         assert coordinator.transactions["app"].state is S.COMPLETE_COMMIT
         assert markers(broker, 0) == markers(broker, 1) == [True]
+    asyncio.run(scenario())
+
+
+def test_a_stopping_coordinator_leaves_an_unfinished_completion_to_its_prepare_record(
+        tmp_path):
+    async def scenario():
+        broker = open_broker(tmp_path, FakeClock())
+        coordinator = broker.transaction_coordinator
+        producer_id, epoch = await begin(broker)
+        orders = broker.partitions.topics["orders"]  # orders-1's leader gone: its marker waits
+        orders.states[1] = dataclasses.replace(orders.states[1], leader=-1, isr=())
+        await coordinator.end_transaction("app", producer_id, epoch, commit=True)
+        await asyncio.sleep(0.05)
+        assert coordinator._completions and coordinator.transactions["app"].state \
+            is S.PREPARE_COMMIT
+        coordinator.close()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert not coordinator._completions
+        assert not coordinator._lock("app").locked()
+        again = open_broker(tmp_path, FakeClock())  # orders-1 leads again after a restart
+        await settle(again)
+        assert again.transaction_coordinator.transactions["app"].state is S.COMPLETE_COMMIT
+        assert markers(again, 0) == [True, True] and markers(again, 1) == [True]
     asyncio.run(scenario())

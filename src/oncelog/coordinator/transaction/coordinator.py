@@ -131,6 +131,12 @@ class TransactionCoordinator:
         for transactional_id in [t for t in self.transactions if self.partition_for(t) == index]:
             del self.transactions[transactional_id]
 
+    def close(self) -> None:
+        """Stop completing transactions (the broker is stopping): each one left in its
+        Prepare state is completed from that record by whoever coordinates the id next."""
+        for task in list(self._completions):
+            task.cancel()
+
     def _spawn(self, coroutine) -> None:
         try:
             task = asyncio.get_running_loop().create_task(coroutine)
