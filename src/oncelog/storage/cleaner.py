@@ -491,4 +491,3 @@ def _write_cleaned(log: Log, old: Segment, plan: _Plan, now_ms: int) -> Segment:
         cleaned.recover(now_ms, contiguous=False)
         cleaned.seal()
     return cleaned
-

@@ -622,4 +622,3 @@ def _dup_all(fds: list[int]) -> list[int]:
             os.close(fd)
         raise
     return duplicates
-

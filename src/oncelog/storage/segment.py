@@ -468,4 +468,3 @@ def _read_last_entry(path: Path, entry_size: int) -> bytes:
         if size % entry_size:
             raise ValueError(f"{path.name} is {size} bytes, not whole {entry_size}-byte entries")
         return os.pread(file.fileno(), entry_size, size - entry_size) if size else b""
-
