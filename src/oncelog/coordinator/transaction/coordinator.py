@@ -260,14 +260,15 @@ class TransactionCoordinator:
         try:
             await self._write_markers(prepared)
             while True:
+                completed = txn.complete(prepared, self.clock())
                 try:
-                    await self._write(txn.complete(prepared, self.clock()))
+                    await self._write(completed)
                     return
                 except KafkaError as error:
                     if not self.is_coordinator_for(transactional_id):
                         raise
                     log.warning("writing %r's %s record: %s; retrying", transactional_id,
-                                txn.complete(prepared, 0).state.display_name, error.message)
+                                completed.state.display_name, error.message)
                     await asyncio.sleep(COMPLETE_RETRY_S)
         except KafkaError as error:
             log.info("%r's transaction was not completed here: %s", transactional_id,
