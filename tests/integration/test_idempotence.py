@@ -104,18 +104,23 @@ def test_broker_kill_9_mid_idempotent_run_loses_and_duplicates_nothing(broker):
     failures: list[str] = []
     delivered_at: list[float] = []
     killed_at: list[float] = []
+    first_ack = threading.Event()
 
     def on_delivery(error, message) -> None:
         if error is not None:
             failures.append(str(error))
         else:
             delivered_at.append(time.monotonic())
+            first_ack.set()
     producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
                          "acks": "all", "linger.ms": 2, "batch.num.messages": 500,
                          "message.timeout.ms": 120000, "logger": quiet()})
 
     def restart_midway() -> None:
-        time.sleep(1.0)
+        # The kill lands mid-run: after the first acknowledgement (a loaded machine may take
+        # over a second to get there), well before the ~3 s of sending are over.
+        first_ack.wait(30)
+        time.sleep(0.3)
         killed_at.append(time.monotonic())
         broker.kill()
         time.sleep(0.5)
@@ -135,6 +140,8 @@ def test_broker_kill_9_mid_idempotent_run_loses_and_duplicates_nothing(broker):
         if sent % 100 == 0:
             time.sleep(0.003)  # spread the run (~3 s) over the restart
             producer.poll(0)
+    while restarter.is_alive():  # acknowledgements keep being served until the restart is done
+        producer.poll(0.05)
     restarter.join()
     assert producer.flush(120) == 0 and not failures, failures[:3]
     assert "stopped cleanly" not in broker.log_path.read_text()  # it really was killed
