@@ -114,3 +114,45 @@ def test_a_paused_leader_whose_session_expired_acknowledges_nothing_when_resumed
     assert consume_all(cluster, "orders", 1, timeout_s=8) == [b"real"]
     wait_until(lambda: leader_of(cluster, "orders", node_ids=[old]) == new,
                what="the old leader learning of the new one")
+
+
+def test_a_leader_paused_past_the_replica_lag_but_within_its_session_keeps_its_isr(
+        cluster_factory):
+    """SIGSTOP the leader for longer than ``replica.lag.time.max.ms`` but within its ZooKeeper
+    session. Its followers could not fetch from a stopped leader, so that time does not count
+    as their lag: when it resumes the ISR stays whole, and an acks=all produce that waited in
+    its socket is acknowledged. (Dropping both followers on waking and taking them back a
+    moment later answered that produce NOT_ENOUGH_REPLICAS(_AFTER_APPEND) for records every
+    replica gets; librdkafka's idempotent producer, which may bump its epoch while such a
+    retry is pending, once wrote a record twice that way.)"""
+    from tests.integration.raw import RawConnection
+    from oncelog.protocol import messages
+    from oncelog.protocol.records import make_batch
+
+    cluster = cluster_factory(3, **{"zookeeper.session.timeout.ms": "8000",
+                                    "replica.lag.time.max.ms": "1500"})
+    create_topic(cluster, "ledger", replication=3, config={"min.insync.replicas": "3"})
+    leader = wait_for_leader(cluster, "ledger")
+    assert raw_produce(cluster.broker(leader).bootstrap, "ledger", b"before", acks=-1) \
+        == ErrorCode.NONE
+    wait_until(lambda: isr_of(cluster, "ledger") == [1, 2, 3], what="a whole ISR")
+    P = messages.ProduceRequest
+    request = P(transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[
+        P.TopicProduceData(name="ledger", partition_data=[
+            P.TopicProduceData.PartitionProduceData(index=0, records=make_batch(
+                [b"sent to a stopped leader"], timestamp_ms=int(time.time() * 1000)))])])
+    with RawConnection(cluster.broker(leader).bootstrap, timeout=30) as raw:
+        raw.request(messages.MetadataRequest(topics=None), 1)  # connected before the pause
+        cluster.pause(leader)
+        try:
+            raw.send_frame(raw.header(P.API_KEY, 9) + bytes(request.encode(version=9)))
+            time.sleep(3.0)  # twice the replica lag, well within the 8 s session
+        finally:
+            cluster.resume(leader)
+        response = raw.read_response(P.API_KEY, 9)
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    assert leader_of(cluster, "ledger") == leader  # the session held: no election
+    assert isr_of(cluster, "ledger", node_ids=[leader]) == [1, 2, 3]
+    assert "behind for more than" not in cluster.broker(leader).log_path.read_text()
+    assert consume_all(cluster, "ledger", 2, timeout_s=10) == [b"before",
+                                                               b"sent to a stopped leader"]

@@ -46,6 +46,9 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONTROLLER_PASS_INTERVAL_S = 5.0
 HIGH_WATERMARK_CHECKPOINT_INTERVAL_S = 5.0
+# How late the ISR check may wake before this broker counts it as having been stopped
+# (a busy event loop is late by milliseconds; SIGSTOP or a swapped-out process by seconds).
+STALL_TOLERANCE_S = 0.2
 
 
 class ClusterMembership:
@@ -219,11 +222,23 @@ class ClusterMembership:
             log.info("%s: ISR is now %s", partition, list(stored.isr))
 
     async def _isr_shrink_loop(self) -> None:
+        """Every half lag, the followers that fell behind leave the ISR. A wake-up later than
+        planned by more than ``STALL_TOLERANCE_S`` means this broker itself stopped running
+        (SIGSTOP, a stall): that time is excused to the followers, who could not fetch."""
         lag_ms = self.config["replica.lag.time.max.ms"]
+        interval_s = max(lag_ms / 2000, 0.05)
+        last = time.monotonic()
         while True:
-            await asyncio.sleep(max(lag_ms / 2000, 0.05))
+            await asyncio.sleep(interval_s)
+            now = time.monotonic()
+            late_s = now - last - interval_s
+            last = now
+            stalled_ms = int(late_s * 1000) if late_s > STALL_TOLERANCE_S else 0
+            if stalled_ms:
+                log.info("broker %d did not run for %d ms; not counted as its followers' lag",
+                         self.node_id, stalled_ms)
             for partition in list(self.partitions.all_partitions()):
-                proposed = partition.maybe_shrink_isr(lag_ms)
+                proposed = partition.maybe_shrink_isr(lag_ms, stalled_ms)
                 if proposed is not None:
                     self._on_isr_proposal(partition, proposed)
 

@@ -598,12 +598,17 @@ class Partition:
         self.isr_state = PendingExpand(self.isr, replica_id)
         return self._propose_isr(self.isr_state.maximal, f"broker {replica_id} caught up")
 
-    def maybe_shrink_isr(self, lag_time_max_ms: int) -> PartitionState | None:
-        """Followers not caught up for ``replica.lag.time.max.ms`` leave the ISR. Returns the
-        proposed state when a shrink starts."""
+    def maybe_shrink_isr(self, lag_time_max_ms: int,
+                         stalled_ms: int = 0) -> PartitionState | None:
+        """Followers not caught up for ``replica.lag.time.max.ms`` leave the ISR; the
+        ``stalled_ms`` this broker did not run since the last check are not counted against
+        them (they could not fetch from it). Returns the proposed state when a shrink starts."""
+        now = self.clock()
+        if stalled_ms > 0:
+            for follower in self.followers.values():
+                follower.excuse(stalled_ms, now)
         if not self.is_leader or self.isr_state.is_pending:
             return None
-        now = self.clock()
         lagging = tuple(r for r in self.isr if r != self.replica_id
                         and self.followers.get(r, FollowerState(r)).is_lagging(now, lag_time_max_ms))
         if not lagging:

@@ -16,7 +16,10 @@ an expansion that has not landed does not let a write through).
 Follower progress follows Kafka's ``Replica``: a follower is caught up at time T if a fetch
 at T asked for an offset at or past the leader's log end (or past the log end the leader
 had at the follower's previous fetch); a follower not caught up for
-``replica.lag.time.max.ms`` leaves the ISR.
+``replica.lag.time.max.ms`` leaves the ISR. Only time the leader itself ran counts: a leader
+that was stopped (SIGSTOP, a long stall) served no fetches meanwhile, so on waking it
+``excuse``-s that time before judging anyone (Kafka does not, and drops every follower after
+a long enough GC pause only to take them back a moment later).
 """
 
 from __future__ import annotations
@@ -82,6 +85,10 @@ class FollowerState:
         self.log_end_offset = fetch_offset
         self.leader_end_offset_at_last_fetch = leader_end_offset
         self.last_fetch_ms = now_ms
+
+    def excuse(self, stalled_ms: int, now_ms: int) -> None:
+        """The leader did not run for ``stalled_ms``: that time is not this follower's lag."""
+        self.last_caught_up_ms = min(self.last_caught_up_ms + stalled_ms, now_ms)
 
     def is_lagging(self, now_ms: int, lag_time_max_ms: int) -> bool:
         return now_ms - self.last_caught_up_ms > lag_time_max_ms

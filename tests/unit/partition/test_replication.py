@@ -114,6 +114,19 @@ def test_a_lagging_follower_leaves_the_isr_and_the_write_is_answered_after_appen
     assert code_of(replicas.produce, b"y") == ErrorCode.NOT_ENOUGH_REPLICAS
 
 
+def test_time_the_leader_was_stopped_is_not_its_followers_lag(tmp_path):
+    """A leader that did not run for longer than the lag (SIGSTOP) served no fetches: that
+    stretch is excused, and a follower that really stays away leaves a lag later."""
+    replicas = ReplicaSet(tmp_path, replicas=(1, 2), min_insync_replicas=2)
+    replicas.clock.now += LAG_MS // 4
+    stalled = 2 * LAG_MS
+    replicas.clock.now += stalled
+    assert replicas.leader.maybe_shrink_isr(LAG_MS, stalled_ms=stalled) is None
+    assert replicas.leader.isr_state == CommittedIsr((1, 2))
+    replicas.clock.now += LAG_MS
+    assert replicas.leader.maybe_shrink_isr(LAG_MS).isr == (1,)
+
+
 def test_a_follower_that_catches_up_rejoins_the_isr(tmp_path):
     replicas = ReplicaSet(tmp_path, replicas=(1, 2), min_insync_replicas=2)
     replicas.elect(1, isr=(1,))
