@@ -98,3 +98,58 @@ def test_a_stopping_coordinator_leaves_an_unfinished_completion_to_its_prepare_r
         assert again.transaction_coordinator.transactions["app"].state is S.COMPLETE_COMMIT
         assert markers(again, 0) == [True, True] and markers(again, 1) == [True]
     asyncio.run(scenario())
+
+
+async def prepared_then_stuck(tmp_path, monkeypatch):
+    """PrepareCommit written, then a crash; on the restart the state topic refuses writes, so
+    the resumed completion writes the markers but not the Complete record. Returns the
+    restarted broker (state topic writable again) with the id left in PrepareCommit."""
+    from oncelog.coordinator.internal_topic import InternalTopic
+    from oncelog.coordinator.transaction import metadata as txn
+
+    clock = FakeClock()
+    broker = open_broker(tmp_path, clock)
+    producer_id, epoch = await begin(broker)
+    coordinator = broker.transaction_coordinator
+    await coordinator._write(txn.end_transaction(coordinator.transactions["app"], producer_id,
+                                                 epoch, True, clock()))
+    append, refusing = InternalTopic.append, [True]
+
+    def short_isr(self, index, records, producer=None):
+        if refusing[0] and self.name == "__transaction_state":
+            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "injected: ISR too small")
+        append(self, index, records, producer)
+
+    monkeypatch.setattr(InternalTopic, "append", short_isr)
+    again = open_broker(tmp_path, clock)
+    await settle(again)
+    assert again.transaction_coordinator.transactions["app"].state is S.PREPARE_COMMIT
+    assert markers(again, 0) == markers(again, 1) == [True]
+    refusing[0] = False
+    return again
+
+
+def test_a_complete_record_the_resumed_completion_failed_to_write_is_written_next_pass(
+        tmp_path, monkeypatch):
+    async def scenario():
+        broker = await prepared_then_stuck(tmp_path, monkeypatch)
+        await broker.transaction_coordinator.finish_abandoned()  # the periodic pass
+        assert broker.transaction_coordinator.transactions["app"].state is S.COMPLETE_COMMIT
+        for index in (0, 1):
+            partition = broker.partitions.get_partition("orders", index)
+            assert partition.last_stable_offset == partition.log_end_offset
+    asyncio.run(scenario())
+
+
+def test_the_ids_next_producer_finishes_a_transaction_nobody_is_completing(
+        tmp_path, monkeypatch):
+    """Without this the id answered CONCURRENT_TRANSACTIONS to every InitProducerId."""
+    async def scenario():
+        broker = await prepared_then_stuck(tmp_path, monkeypatch)
+        coordinator = broker.transaction_coordinator
+        before = coordinator.transactions["app"].producer_epoch
+        producer_id, epoch = await coordinator.init_producer_id("app", 60_000)
+        assert epoch == before + 1
+        assert coordinator.transactions["app"].state is S.EMPTY
+        await coordinator.add_partitions("app", producer_id, epoch, {("orders", 0)})
+    asyncio.run(scenario())

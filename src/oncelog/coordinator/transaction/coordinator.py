@@ -21,12 +21,16 @@ coordinates the id. The id's next request waits for the lock meanwhile (where Ka
 CONCURRENT_TRANSACTIONS and the client backs off), so a producer's next transaction begins
 once its last one's markers are in place. A transaction found in a Prepare state when a
 partition is loaded (the previous coordinator died between the two records) is completed by
-the loader, so a transaction that reached PrepareCommit always commits.
+the loader, so a transaction that reached PrepareCommit always commits. Since every completion
+holds the id's lock until done, a Prepare state seen by whoever holds the lock is abandoned
+(its Complete record, or a fence's abort, failed to write): the id's next request finishes it
+before its own work, and so does the periodic pass below when no client comes back.
 
 Timers: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` ongoing
 transactions older than their timeout are aborted with a bumped epoch (the producer that
-began one is fenced); every ``transaction.remove.expired.transaction.cleanup.interval.ms``
-ids at rest for ``transactional.id.expiration.ms`` are removed (Dead, then a tombstone).
+began one is fenced), and abandoned Prepare states completed; every
+``transaction.remove.expired.transaction.cleanup.interval.ms`` ids at rest for
+``transactional.id.expiration.ms`` are removed (Dead, then a tombstone).
 """
 
 from __future__ import annotations
@@ -121,10 +125,8 @@ class TransactionCoordinator:
             log.info("%s-%d loaded: %d transactional ids", self.state_topic.name, index,
                      len(loaded))
         for meta in loaded:
-            if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                self._spawn(self._resume_completion(meta.transactional_id))
-            elif meta.state is S.PREPARE_EPOCH_FENCE:
-                self._spawn(self._resume_fence(meta.transactional_id))
+            if meta.state.is_preparing:
+                self._spawn(self._resume(meta.transactional_id))
 
     def unload_partition(self, index: int) -> None:
         self.owned_partitions.discard(index)
@@ -171,6 +173,7 @@ class TransactionCoordinator:
         self._check_coordinator(transactional_id)
         txn.check_timeout(timeout_ms, self.config["transaction.max.timeout.ms"])
         async with self._lock(transactional_id):
+            await self._finish_abandoned(transactional_id)
             now = self.clock()
             meta = self.transactions.get(transactional_id)
             if meta is None:
@@ -193,6 +196,7 @@ class TransactionCoordinator:
                              producer_epoch: int, partitions: set[tuple[str, int]]) -> None:
         self._check_coordinator(transactional_id)
         async with self._lock(transactional_id):
+            await self._finish_abandoned(transactional_id)
             meta = self._current(transactional_id)
             if partitions <= meta.partitions and meta.state is S.ONGOING:
                 txn.check_producer(meta, producer_id, producer_epoch)
@@ -210,6 +214,7 @@ class TransactionCoordinator:
         await lock.acquire()
         handed_over = False
         try:
+            await self._finish_abandoned(transactional_id)
             meta = self._current(transactional_id)
             prepared = txn.end_transaction(meta, producer_id, producer_epoch, commit,
                                            self.clock())
@@ -281,19 +286,29 @@ class TransactionCoordinator:
         await self._write(aborting)
         await self._complete(aborting)
 
-    async def _resume_completion(self, transactional_id: str) -> None:
-        async with self._lock(transactional_id):
-            meta = self.transactions.get(transactional_id)
-            if meta is not None and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                log.info("completing %r's transaction left in %s", transactional_id,
-                         meta.state.display_name)
-                await self._complete(meta)
+    async def _finish_abandoned(self, transactional_id: str) -> None:
+        """Called holding the id's lock. Every completion holds that lock until it is done,
+        so a Prepare state seen now has nobody finishing it: loaded from the log, or left
+        when a Complete record (or a fence's abort) failed to write. Finish it, or raise the
+        error that stops it (the client's retry, or the next periodic pass, tries again)."""
+        meta = self.transactions.get(transactional_id)
+        if meta is None or not meta.state.is_preparing:
+            return
+        log.info("completing %r's transaction left in %s", transactional_id,
+                 meta.state.display_name)
+        if meta.state is S.PREPARE_EPOCH_FENCE:
+            await self._abort_and_complete(transactional_id)
+        else:
+            await self._complete(meta)
 
-    async def _resume_fence(self, transactional_id: str) -> None:
-        async with self._lock(transactional_id):
-            meta = self.transactions.get(transactional_id)
-            if meta is not None and meta.state is S.PREPARE_EPOCH_FENCE:
-                await self._abort_and_complete(transactional_id)
+    async def _resume(self, transactional_id: str) -> None:
+        try:
+            async with self._lock(transactional_id):
+                await self._finish_abandoned(transactional_id)
+        except KafkaError as error:
+            log.warning("completing %r's transaction failed: %s; trying again within %d ms",
+                        transactional_id, error.message,
+                        self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -323,16 +338,15 @@ class TransactionCoordinator:
     async def run(self) -> None:
         """Abort timed-out transactions, remove expired ids, finish what loading found."""
         for meta in list(self.transactions.values()):  # loaded before the loop ran
-            if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-                self._spawn(self._resume_completion(meta.transactional_id))
-            elif meta.state is S.PREPARE_EPOCH_FENCE:
-                self._spawn(self._resume_fence(meta.transactional_id))
+            if meta.state.is_preparing:
+                self._spawn(self._resume(meta.transactional_id))
         abort_every = self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
         expire_every = self.config["transaction.remove.expired.transaction.cleanup.interval.ms"]
         next_expiry = self.clock() + expire_every
         while True:
             await asyncio.sleep(abort_every / 1000)
             await self.abort_timed_out()
+            await self.finish_abandoned()
             if self.clock() >= next_expiry:
                 next_expiry = self.clock() + expire_every
                 await self.expire_transactional_ids()
@@ -351,6 +365,15 @@ class TransactionCoordinator:
                 except KafkaError as error:
                     log.warning("aborting %r's timed-out transaction failed: %s",
                                 transactional_id, error.message)
+
+    async def finish_abandoned(self) -> None:
+        """Complete the transactions left in a Prepare state that nobody is completing (their
+        id's lock is free): a Complete record that failed to write stays that way no longer
+        than one pass, even when no client comes back for the id."""
+        for transactional_id, meta in list(self.transactions.items()):
+            if (meta.state.is_preparing and not self._lock(transactional_id).locked()
+                    and self.is_coordinator_for(transactional_id)):
+                await self._resume(transactional_id)
 
     async def expire_transactional_ids(self) -> None:
         now, keep_ms = self.clock(), self.config["transactional.id.expiration.ms"]
