@@ -12,7 +12,7 @@ from oncelog.coordinator.transaction.state import TransactionState
 from oncelog.protocol.errors import ErrorCode, KafkaError
 from tests.fake_clock import FakeClock
 from tests.unit.coordinator.test_transaction_recovery import (begin, markers, open_broker,
-                                                              settle)
+                                                              prepare_only, settle)
 
 S = TransactionState
 
@@ -105,14 +105,9 @@ async def prepared_then_stuck(tmp_path, monkeypatch):
     the resumed completion writes the markers but not the Complete record. Returns the
     restarted broker (state topic writable again) with the id left in PrepareCommit."""
     from oncelog.coordinator.internal_topic import InternalTopic
-    from oncelog.coordinator.transaction import metadata as txn
 
     clock = FakeClock()
-    broker = open_broker(tmp_path, clock)
-    producer_id, epoch = await begin(broker)
-    coordinator = broker.transaction_coordinator
-    await coordinator._write(txn.end_transaction(coordinator.transactions["app"], producer_id,
-                                                 epoch, True, clock()))
+    await prepare_only(tmp_path, clock, commit=True)
     append, refusing = InternalTopic.append, [True]
 
     def short_isr(self, index, records, producer=None):

@@ -71,15 +71,22 @@ async def settle(broker: Broker) -> None:
             return
 
 
-async def crash_after_prepare(tmp_path, commit: bool) -> tuple[Broker, int]:
-    """Write PrepareCommit (or PrepareAbort) for an open transaction, then crash (write
-    nothing more: no marker) and open a new broker on the files; (it, the producer id)."""
-    clock = FakeClock()
+async def prepare_only(tmp_path, clock, commit: bool) -> tuple[Broker, int]:
+    """A broker whose open transaction reached PrepareCommit (PrepareAbort) and nothing more
+    (no marker); (it, the producer id)."""
     broker = open_broker(tmp_path, clock)
     producer_id, epoch = await begin(broker)
     coordinator = broker.transaction_coordinator
     await coordinator._write(txn.end_transaction(coordinator.transactions["app"], producer_id,
                                                  epoch, commit, clock()))
+    return broker, producer_id
+
+
+async def crash_after_prepare(tmp_path, commit: bool) -> tuple[Broker, int]:
+    """Write PrepareCommit (or PrepareAbort) for an open transaction, then crash (write
+    nothing more) and open a new broker on the files; (it, the producer id)."""
+    clock = FakeClock()
+    broker, producer_id = await prepare_only(tmp_path, clock, commit)
     assert broker.partitions.get_partition("orders", 0).last_stable_offset == 0
     again = open_broker(tmp_path, clock)
     await settle(again)
