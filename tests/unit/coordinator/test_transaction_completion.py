@@ -128,7 +128,8 @@ def test_a_complete_record_the_resumed_completion_failed_to_write_is_written_nex
         tmp_path, monkeypatch):
     async def scenario():
         broker = await prepared_then_stuck(tmp_path, monkeypatch)
-        await broker.transaction_coordinator.finish_abandoned()  # the periodic pass
+        broker.transaction_coordinator.finish_abandoned()  # the periodic pass
+        await settle(broker)
         assert broker.transaction_coordinator.transactions["app"].state is S.COMPLETE_COMMIT
         for index in (0, 1):
             partition = broker.partitions.get_partition("orders", index)

@@ -346,7 +346,7 @@ class TransactionCoordinator:
         while True:
             await asyncio.sleep(abort_every / 1000)
             await self.abort_timed_out()
-            await self.finish_abandoned()
+            self.finish_abandoned()
             if self.clock() >= next_expiry:
                 next_expiry = self.clock() + expire_every
                 await self.expire_transactional_ids()
@@ -366,14 +366,16 @@ class TransactionCoordinator:
                     log.warning("aborting %r's timed-out transaction failed: %s",
                                 transactional_id, error.message)
 
-    async def finish_abandoned(self) -> None:
-        """Complete the transactions left in a Prepare state that nobody is completing (their
-        id's lock is free): a Complete record that failed to write stays that way no longer
-        than one pass, even when no client comes back for the id."""
+    def finish_abandoned(self) -> None:
+        """Start completing the transactions left in a Prepare state that nobody is
+        completing (their id's lock is free): a Complete record that failed to write stays
+        that way no longer than one pass, even when no client comes back for the id. Each
+        runs in a task of its own, so a marker that cannot be written yet holds up nothing
+        else."""
         for transactional_id, meta in list(self.transactions.items()):
             if (meta.state.is_preparing and not self._lock(transactional_id).locked()
                     and self.is_coordinator_for(transactional_id)):
-                await self._resume(transactional_id)
+                self._spawn(self._resume(transactional_id))
 
     async def expire_transactional_ids(self) -> None:
         now, keep_ms = self.clock(), self.config["transactional.id.expiration.ms"]
