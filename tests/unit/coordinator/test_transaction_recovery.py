@@ -124,10 +124,12 @@ def test_an_ongoing_transaction_is_aborted_with_a_bumped_epoch_once_its_timeout_
         coordinator = again.transaction_coordinator
         assert coordinator.transactions["app"].state is S.ONGOING
         clock.now += 4_999
-        await coordinator.abort_timed_out()
+        coordinator.abort_timed_out()
+        await settle(again)
         assert coordinator.transactions["app"].state is S.ONGOING
         clock.now += 1
-        await coordinator.abort_timed_out()
+        coordinator.abort_timed_out()
+        await settle(again)
         after = coordinator.transactions["app"]
         assert (after.state, after.producer_epoch) == (S.COMPLETE_ABORT, epoch + 1)
         assert markers(again, 0) == markers(again, 1) == [False]
@@ -137,6 +139,32 @@ def test_an_ongoing_transaction_is_aborted_with_a_bumped_epoch_once_its_timeout_
         assert txn.as_client_knows(
             _code(lambda: txn.check_producer(after, producer_id, epoch)), 3, 2) \
             .name == "PRODUCER_FENCED"
+    asyncio.run(scenario())
+
+
+def test_an_abort_whose_marker_cannot_be_written_yet_holds_up_no_other_abort(tmp_path):
+    """Both ids time out; "app"'s transaction includes orders-1, which has no leader, so its
+    abort waits for that marker. "other"'s abort goes ahead all the same."""
+    import dataclasses
+
+    async def scenario():
+        clock = FakeClock()
+        broker = open_broker(tmp_path, clock)
+        await begin(broker, timeout_ms=5_000)  # "app", on orders-0 and orders-1
+        coordinator = broker.transaction_coordinator
+        producer_id, epoch = await coordinator.init_producer_id("other", 5_000)
+        await coordinator.add_partitions("other", producer_id, epoch, {("orders", 0)})
+        broker.partitions.get_partition("orders", 0).append_records(make_batch(
+            [b"other"], producer_id=producer_id, producer_epoch=epoch, base_sequence=0,
+            attributes=TRANSACTIONAL, timestamp_ms=clock()))
+        orders = broker.partitions.topics["orders"]
+        orders.states[1] = dataclasses.replace(orders.states[1], leader=-1, isr=())
+        clock.now += 5_000
+        coordinator.abort_timed_out()
+        await settle(broker)
+        assert coordinator.transactions["app"].state is S.PREPARE_ABORT  # still waiting
+        assert coordinator.transactions["other"].state is S.COMPLETE_ABORT
+        coordinator.close()
     asyncio.run(scenario())
 
 

@@ -28,7 +28,8 @@ before its own work, and so does the periodic pass below when no client comes ba
 
 Timers: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` ongoing
 transactions older than their timeout are aborted with a bumped epoch (the producer that
-began one is fenced), and abandoned Prepare states completed; every
+began one is fenced), and abandoned Prepare states completed, each id in a task of its own
+(a marker that cannot be written yet holds up no other id); every
 ``transaction.remove.expired.transaction.cleanup.interval.ms`` ids at rest for
 ``transactional.id.expiration.ms`` are removed (Dead, then a tombstone).
 """
@@ -345,26 +346,33 @@ class TransactionCoordinator:
         next_expiry = self.clock() + expire_every
         while True:
             await asyncio.sleep(abort_every / 1000)
-            await self.abort_timed_out()
+            self.abort_timed_out()
             self.finish_abandoned()
             if self.clock() >= next_expiry:
                 next_expiry = self.clock() + expire_every
                 await self.expire_transactional_ids()
 
-    async def abort_timed_out(self) -> None:
+    def abort_timed_out(self) -> None:
+        """Start aborting every ongoing transaction older than its timeout, each in a task of
+        its own: one whose marker cannot be written yet (a partition without a leader) holds
+        up no other id's abort."""
         now = self.clock()
         for transactional_id, meta in list(self.transactions.items()):
-            if txn.has_timed_out(meta, now) and self.is_coordinator_for(transactional_id):
-                log.info("aborting %r's transaction: older than its timeout of %d ms",
-                         transactional_id, meta.timeout_ms)
-                try:
-                    async with self._lock(transactional_id):
-                        current = self.transactions.get(transactional_id)
-                        if current is not None and txn.has_timed_out(current, self.clock()):
-                            await self._abort_and_complete(transactional_id)
-                except KafkaError as error:
-                    log.warning("aborting %r's timed-out transaction failed: %s",
-                                transactional_id, error.message)
+            if (txn.has_timed_out(meta, now) and not self._lock(transactional_id).locked()
+                    and self.is_coordinator_for(transactional_id)):
+                self._spawn(self._abort_if_timed_out(transactional_id))
+
+    async def _abort_if_timed_out(self, transactional_id: str) -> None:
+        try:
+            async with self._lock(transactional_id):
+                current = self.transactions.get(transactional_id)
+                if current is not None and txn.has_timed_out(current, self.clock()):
+                    log.info("aborting %r's transaction: older than its timeout of %d ms",
+                             transactional_id, current.timeout_ms)
+                    await self._abort_and_complete(transactional_id)
+        except KafkaError as error:
+            log.warning("aborting %r's timed-out transaction failed: %s", transactional_id,
+                        error.message)
 
     def finish_abandoned(self) -> None:
         """Start completing the transactions left in a Prepare state that nobody is
