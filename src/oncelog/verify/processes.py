@@ -116,11 +116,14 @@ class ChildProcess:
                     self.lines.append(line)
                     self._lines_changed.notify_all()
         process.stdout.close()
+        with self._lines_changed:
+            self._lines_changed.notify_all()  # EOF: whoever waits for a line has them all
 
     def wait_for_line(self, predicate: Callable[[str], bool], *, after: float,
                       timeout: float) -> Line | None:
         """The first line read after ``after`` (monotonic) that matches, or None on timeout
-        or when the child exits first."""
+        or when the child exited and every line it wrote has been read (a child's last line,
+        written just before it died, may still be in the pipe when it has exited)."""
         deadline = time.monotonic() + timeout
         with self._lines_changed:
             while True:
@@ -129,7 +132,8 @@ class ChildProcess:
                 if found is not None:
                     return found
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self.alive:
+                reading = self._reader is not None and self._reader.is_alive()
+                if remaining <= 0 or not (self.alive or reading):
                     return None
                 self._lines_changed.wait(min(remaining, 0.2))
 
