@@ -338,9 +338,7 @@ class TransactionCoordinator:
 
     async def run(self) -> None:
         """Abort timed-out transactions, remove expired ids, finish what loading found."""
-        for meta in list(self.transactions.values()):  # loaded before the loop ran
-            if meta.state.is_preparing:
-                self._spawn(self._resume(meta.transactional_id))
+        self.finish_abandoned()  # what was loaded before the loop ran
         abort_every = self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
         expire_every = self.config["transaction.remove.expired.transaction.cleanup.interval.ms"]
         next_expiry = self.clock() + expire_every
@@ -357,10 +355,8 @@ class TransactionCoordinator:
         its own: one whose marker cannot be written yet (a partition without a leader) holds
         up no other id's abort."""
         now = self.clock()
-        for transactional_id, meta in list(self.transactions.items()):
-            if (txn.has_timed_out(meta, now) and not self._lock(transactional_id).locked()
-                    and self.is_coordinator_for(transactional_id)):
-                self._spawn(self._abort_if_timed_out(transactional_id))
+        for transactional_id in self._unattended(lambda meta: txn.has_timed_out(meta, now)):
+            self._spawn(self._abort_if_timed_out(transactional_id))
 
     async def _abort_if_timed_out(self, transactional_id: str) -> None:
         try:
@@ -380,10 +376,15 @@ class TransactionCoordinator:
         that way no longer than one pass, even when no client comes back for the id. Each
         runs in a task of its own, so a marker that cannot be written yet holds up nothing
         else."""
-        for transactional_id, meta in list(self.transactions.items()):
-            if (meta.state.is_preparing and not self._lock(transactional_id).locked()
-                    and self.is_coordinator_for(transactional_id)):
-                self._spawn(self._resume(transactional_id))
+        for transactional_id in self._unattended(lambda meta: meta.state.is_preparing):
+            self._spawn(self._resume(transactional_id))
+
+    def _unattended(self, wanted: Callable[[TransactionMetadata], bool]) -> list[str]:
+        """The ids coordinated here whose state is ``wanted`` and whose lock is free (no
+        request or completion is at work on them)."""
+        return [transactional_id for transactional_id, meta in list(self.transactions.items())
+                if wanted(meta) and not self._lock(transactional_id).locked()
+                and self.is_coordinator_for(transactional_id)]
 
     async def expire_transactional_ids(self) -> None:
         now, keep_ms = self.clock(), self.config["transactional.id.expiration.ms"]
