@@ -27,7 +27,10 @@ client library's.
 
 Printed: medians (min-max) of MB/s, the ratios transactional / plain and transactional /
 idempotent, commit latency p50 and p99 over all commits of all runs, and read_committed /
-read_uncommitted. Raw runs go to ``benchmarks/results/transactions-<timestamp>.json``. A
+read_uncommitted. Then, per producer case, the CPU that each MB cost the client process and
+the broker (their CPU time over the timed window): when the two together keep every core of
+the machine busy, the run is bound by CPU, and plain's CPU per MB over transactional's is
+the most the ratio can reach on that machine, whatever the waits. Raw runs go to ``benchmarks/results/transactions-<timestamp>.json``. A
 measuring tool: nothing passes or fails here; the targets of the issue are shown beside.
 """
 
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -97,6 +101,38 @@ def java_cases(classes: Path, bootstrap: str, topics: Topics, count: int,
     return figures
 
 
+def cpu_ms_per_mb(result: dict) -> tuple[float, float] | None:
+    """(client, broker) CPU milliseconds per MB produced, over the timed window."""
+    if result.get("broker_cpu_percent") is None or result.get("client_cpu_percent") is None:
+        return None
+    seconds_per_mb = 1 / result["mb_per_s"]
+    return (10 * result["client_cpu_percent"] * seconds_per_mb,
+            10 * result["broker_cpu_percent"] * seconds_per_mb)
+
+
+def print_cpu(runs: list[dict]) -> None:
+    """Each producer case's CPU per MB (medians over runs), and the bound it sets."""
+    cores = os.cpu_count() or 1
+    print(f"\nCPU per MB produced (client process + broker), medians; {cores} cores:")
+    totals = {}
+    for name in ("plain", "idempotent", "plain_flushed", "idempotent_flushed",
+                 "transactional"):
+        costs = [c for c in (cpu_ms_per_mb(r[name]) for r in runs if name in r) if c]
+        if not costs:
+            continue
+        client = statistics.median(c for c, _ in costs)
+        broker = statistics.median(b for _, b in costs)
+        busy = statistics.median(
+            (r[name]["client_cpu_percent"] + r[name]["broker_cpu_percent"]) / cores
+            for r in runs if cpu_ms_per_mb(r[name]))
+        totals[name] = client + broker
+        print(f"  {name:19} client {client:5.2f} ms + broker {broker:5.2f} ms = "
+              f"{client + broker:5.2f} ms; the cores {busy:.0f}% busy")
+    if "plain" in totals and "transactional" in totals:
+        print(f"  plain / transactional CPU per MB  {totals['plain'] / totals['transactional']:.2f}"
+              "   (the ratio's ceiling while the cores are saturated)")
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -137,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
                         "consume_isolated", CLIENT_TIMEOUT_S, bootstrap=target.bootstrap,
                         topic=topic, isolation=isolation, expected=count)
                 topics.delete(topic)
+                for result in figures.values():
+                    target.annotate(result)
                 for name, result in figures.items():
                     if "error" in result:
                         print(f"run {run + 1}: {name} failed: {result['error']}")
@@ -167,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
           "target p99 <= 20 ms")
     print(f"  read_committed / read_uncommitted  "
           f"{ratio('read_committed', 'read_uncommitted'):.2f}   target >= 0.9")
+    print_cpu(runs)
     out = HERE / "results" / f"transactions-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"options": vars(options), "count": count, "runs": runs,
