@@ -20,7 +20,8 @@ Ordering invariant: every append happens before this coroutine's first ``await``
 ``broker.server``), so pipelined requests append in the order they arrived.
 Version notes: v8 adds per-partition error messages; v10 the current-leader and node-endpoint
 tagged fields (KIP-951), filled on NOT_LEADER_OR_FOLLOWER when this broker knows the leader
-and omitted otherwise (a default tagged field is never written).
+and omitted otherwise (a default tagged field is never written). The response is built and
+encoded by ``protocol.produce_response`` (plain objects, no codec: it is paid per request).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ...partition import Partition
 from ...protocol import batches
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import ProduceResponse
+from ...protocol.produce_response import ProduceResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.PRODUCE
@@ -43,9 +44,7 @@ PartitionResult = TopicResult.PartitionProduceResponse
 
 def _result(index: int, code: ErrorCode, base_offset: int = -1, log_start_offset: int = -1,
             message: str | None = None) -> PartitionResult:
-    return PartitionResult(index=index, error_code=code, base_offset=base_offset,
-                           log_append_time_ms=-1, log_start_offset=log_start_offset,
-                           record_errors=[], error_message=message)
+    return PartitionResult(index, code, base_offset, -1, log_start_offset, None, message)
 
 
 async def handle(ctx: RequestContext, request) -> ProduceResponse:
