@@ -9,7 +9,8 @@
 // PER_TXN records, each commitTransaction timed). WARMUP_COUNT records go to WARMUP_TOPIC
 // first, in the same mode, untimed, so that the JIT has compiled the send path before the
 // timed run. batch.size and linger.ms come from the system properties bench.batch.size and
-// bench.linger.ms (defaults 1000000 and 10). Prints one JSON line: messages, seconds,
+// bench.linger.ms (defaults 1000000 and 10; the value "client" leaves the client's own
+// default, 16384 and 0 in kafka-clients 3.9). Prints one JSON line: messages, seconds,
 // mb_per_s, client_cpu_seconds, failures, window (wall-clock start and end, s), and
 // commit_ms (transactional only).
 
@@ -78,8 +79,14 @@ public final class ProducerBench {
         Properties settings = new Properties();
         settings.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         settings.put(ProducerConfig.ACKS_CONFIG, acks);
-        settings.put(ProducerConfig.LINGER_MS_CONFIG, System.getProperty("bench.linger.ms", "10"));
-        settings.put(ProducerConfig.BATCH_SIZE_CONFIG, System.getProperty("bench.batch.size", "1000000"));
+        String linger = System.getProperty("bench.linger.ms", "10");
+        String batchSize = System.getProperty("bench.batch.size", "1000000");
+        if (!linger.equals("client")) {
+            settings.put(ProducerConfig.LINGER_MS_CONFIG, linger);
+        }
+        if (!batchSize.equals("client")) {
+            settings.put(ProducerConfig.BATCH_SIZE_CONFIG, batchSize);
+        }
         settings.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
         settings.put(ProducerConfig.BUFFER_MEMORY_CONFIG, String.valueOf(256L << 20));
         settings.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, String.valueOf(!mode.equals("plain")));
