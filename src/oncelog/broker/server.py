@@ -35,6 +35,7 @@ import asyncio
 import logging
 import os
 import struct
+from collections import deque
 from typing import TYPE_CHECKING
 
 from ..protocol import messages
@@ -56,6 +57,38 @@ MAX_IN_FLIGHT = 64  # requests read ahead of their responses before we stop read
 DECODED_COST_FACTOR = 2  # a decoded request is charged as this many times its frame's size
 
 _IN_FLIGHT, _MEMORY = "requests in flight", "memory"
+
+
+class _InOrder:
+    """A connection's requests in arrival order, taken by its one writer: a deque and at most
+    one waiting getter. ``asyncio.Queue`` does the same for any number of getters and
+    putters, at a cost paid on every request (loop lookups, a future per wait)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: deque = deque()
+        self._waiter: asyncio.Future | None = None
+
+    def put_nowait(self, item) -> None:
+        self._items.append(item)
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self):
+        while not self._items:
+            self._waiter = self._loop.create_future()
+            await self._waiter
+        return self._items.popleft()
+
+    def get_nowait(self):
+        return self._items.popleft()
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def qsize(self) -> int:
+        return len(self._items)
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -84,7 +117,7 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.ip = "?"
         self.admitted = False
-        self.pending: asyncio.Queue = asyncio.Queue()
+        self.pending = _InOrder(self.loop)
         self.writer: asyncio.Task | None = None
         self.paused_for: set[str] = set()
         self.can_write = asyncio.Event()

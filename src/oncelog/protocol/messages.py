@@ -195,8 +195,17 @@ def _read_uvarint(frame: bytes | memoryview, position: int) -> tuple[int, int]:
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
-    cls = REQUESTS.get(api_key)
-    return cls is not None and cls.flexible_version_q(api_version)
+    key = (api_key, api_version)
+    flexible = _FLEXIBLE.get(key)
+    if flexible is None:
+        cls = REQUESTS.get(api_key)
+        flexible = cls is not None and bool(cls.flexible_version_q(api_version))
+        if len(_FLEXIBLE) < 4096:  # bounded: a client may send any (key, version) pair
+            _FLEXIBLE[key] = flexible
+    return flexible
+
+
+_FLEXIBLE: dict[tuple[int, int], bool] = {}
 
 
 def decode_request_header(frame: bytes | memoryview) -> RequestHeader:
