@@ -33,8 +33,9 @@ idempotent, commit latency p50 and p99 over all commits of all runs, and read_co
 read_uncommitted. Then, per producer case, the CPU that each MB cost the client process and
 the broker (their CPU time over the timed window): when the two together keep every core of
 the machine busy, the run is bound by CPU, and plain's CPU per MB over transactional's is
-the most the ratio can reach on that machine, whatever the waits. Raw runs go to ``benchmarks/results/transactions-<timestamp>.json``. A
-measuring tool: nothing passes or fails here; the targets of the issue are shown beside.
+the most the ratio can reach on that machine, whatever the waits. Raw runs go to
+``benchmarks/results/transactions-<timestamp>.json``. A measuring tool: nothing passes or
+fails here; the targets of the issue are shown beside.
 """
 
 from __future__ import annotations
@@ -132,8 +133,9 @@ def print_cpu(runs: list[dict]) -> None:
         print(f"  {name:19} client {client:5.2f} ms + broker {broker:5.2f} ms = "
               f"{client + broker:5.2f} ms; the cores {busy:.0f}% busy")
     if "plain" in totals and "transactional" in totals:
-        print(f"  plain / transactional CPU per MB  {totals['plain'] / totals['transactional']:.2f}"
-              "   (the ratio's ceiling while the cores are saturated)")
+        ceiling = totals["plain"] / totals["transactional"]
+        print(f"  plain / transactional CPU per MB  {ceiling:.2f}   "
+              "(the ratio's ceiling while the cores are saturated)")
 
 
 def _client_default_or_int(text: str) -> int | str:

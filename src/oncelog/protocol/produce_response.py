@@ -167,11 +167,10 @@ def _partition(out: bytearray, partition: PartitionProduceResponse, version: int
         leader = partition.current_leader
         if version >= 10 and leader is not None and (leader.leader_id, leader.leader_epoch) \
                 != (-1, -1):
-            # one tagged field: tag 0, size 8, then the struct and its own empty tag section
-            out += b"\x01\x00\x09" + _LEADER.pack(leader.leader_id, leader.leader_epoch)
-            out.append(0)
+            # one tagged field, tag 0, of 9 bytes: the struct and its own empty tag section
+            out += b"\x01\x00\x09" + _LEADER.pack(leader.leader_id, leader.leader_epoch) + b"\x00"
         else:
-            out.append(0)
+            out.append(0)  # no tagged fields
 
 
 def _count(count: int, flexible: bool) -> bytes:
