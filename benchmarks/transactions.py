@@ -121,14 +121,13 @@ def print_cpu(runs: list[dict]) -> None:
     totals = {}
     for name in ("plain", "idempotent", "plain_flushed", "idempotent_flushed",
                  "transactional"):
-        costs = [c for c in (cpu_ms_per_mb(r[name]) for r in runs if name in r) if c]
-        if not costs:
+        measured = [r[name] for r in runs if name in r and cpu_ms_per_mb(r[name])]
+        if not measured:
             continue
-        client = statistics.median(c for c, _ in costs)
-        broker = statistics.median(b for _, b in costs)
-        busy = statistics.median(
-            (r[name]["client_cpu_percent"] + r[name]["broker_cpu_percent"]) / cores
-            for r in runs if cpu_ms_per_mb(r[name]))
+        client = statistics.median(cpu_ms_per_mb(r)[0] for r in measured)
+        broker = statistics.median(cpu_ms_per_mb(r)[1] for r in measured)
+        busy = statistics.median((r["client_cpu_percent"] + r["broker_cpu_percent"]) / cores
+                                 for r in measured)
         totals[name] = client + broker
         print(f"  {name:19} client {client:5.2f} ms + broker {broker:5.2f} ms = "
               f"{client + broker:5.2f} ms; the cores {busy:.0f}% busy")

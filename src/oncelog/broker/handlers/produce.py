@@ -32,11 +32,12 @@ from ...partition import Partition
 from ...protocol import batches
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
+from ...protocol import produce_response
 from ...protocol.produce_response import ProduceResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.PRODUCE
-VERSIONS = range(3, 12)
+VERSIONS = produce_response.VERSIONS  # 3-11: served as far as the response encoder writes
 
 TopicResult = ProduceResponse.TopicProduceResponse
 PartitionResult = TopicResult.PartitionProduceResponse
