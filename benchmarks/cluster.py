@@ -231,7 +231,7 @@ def case_throughput(single, cluster, cluster_topics, options, record) -> None:
                     else None)
     monitors = [BrokerMonitor(cluster.broker(n).pid).start() for n in cluster.brokers]
     try:
-        for run in range(options.runs):
+        for _run in range(options.runs):
             for key in labels:
                 on_cluster = key.startswith("cluster")
                 topics = cluster_topics if on_cluster else single_topics

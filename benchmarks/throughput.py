@@ -87,7 +87,7 @@ class BrokerMonitor:
                 self.peak_rss_hwm = hwm
             self._stop.wait(self.interval)
 
-    def start(self) -> "BrokerMonitor":
+    def start(self) -> BrokerMonitor:
         self._thread.start()
         return self
 
@@ -405,8 +405,8 @@ def case_idempotence(target, topics, options, record) -> None:
         record.begin("idempotence", label, broker=target.name, value_bytes=1024, acks="all",
                      messages=count, idempotent=idempotent)
         cases[idempotent] = record.cases[-1]
-    for run in range(options.runs):
-        for idempotent, label in labels.items():
+    for _run in range(options.runs):
+        for idempotent in labels:
             topic = topics.create(f"idem-{int(idempotent)}")
             result = run_client("produce", options.client_timeout, bootstrap=target.bootstrap,
                                 topic=topic, value_size=1024, count=count, acks="all",

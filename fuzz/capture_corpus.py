@@ -88,7 +88,8 @@ def confluent(bootstrap: str) -> None:
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("seed", 2, 1, config={"retention.ms": "3600000"})])["seed"].result(15)
+    seed = NewTopic("seed", 2, 1, config={"retention.ms": "3600000"})
+    admin.create_topics([seed])["seed"].result(15)
     admin.create_partitions([NewPartitions("seed", 3)])["seed"].result(15)
     admin.describe_configs([ConfigResource("topic", "seed")])
     admin.list_topics(timeout=10)

@@ -3,9 +3,9 @@ package- or module-scoped fixture): data and log in ``folder``, killed by pid at
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from oncelog.broker.process import BrokerProcess
 

@@ -27,7 +27,8 @@ def broker_factory(tmp_path):
     """Start brokers with ``broker_factory(settings={...})``; every one is stopped afterwards."""
     started: list[BrokerProcess] = []
 
-    def start(settings: dict[str, str] | None = None, name: str = "broker", **kwargs) -> BrokerProcess:
+    def start(settings: dict[str, str] | None = None, name: str = "broker",
+              **kwargs) -> BrokerProcess:
         process = BrokerProcess(tmp_path / name / "data", settings=settings,
                                 log_path=tmp_path / name / "broker.log", **kwargs)
         started.append(process)

@@ -68,7 +68,7 @@ class PostgresServer:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@{self.host}:{self.port}/{database}"
 
-    def start(self) -> "PostgresServer":
+    def start(self) -> PostgresServer:
         self.base_dir = Path(tempfile.mkdtemp(prefix="oncelog-pg-", dir="/tmp"))
         try:
             os.chmod(self.base_dir, 0o755)
@@ -185,7 +185,7 @@ class PostgresServer:
             shutil.rmtree(self.base_dir, ignore_errors=True)
             self.base_dir = None
 
-    def __enter__(self) -> "PostgresServer":
+    def __enter__(self) -> PostgresServer:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:

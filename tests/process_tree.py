@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def _parents() -> dict[int, list[int]]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from kazoo.client import KazooClient
 

@@ -7,8 +7,8 @@ seconds; every wait is bounded and says what it waited for.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -169,8 +169,8 @@ def raw_produce(bootstrap: str, topic: str, value: bytes, acks: int = 1,
     P = messages.ProduceRequest
     request = P(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
         P.TopicProduceData(name=topic, partition_data=[
-            P.TopicProduceData.PartitionProduceData(
-                index=partition, records=make_batch([value], timestamp_ms=int(time.time() * 1000)))])])
+            P.TopicProduceData.PartitionProduceData(index=partition, records=make_batch(
+                [value], timestamp_ms=int(time.time() * 1000)))])])
     with RawConnection(bootstrap, timeout=timeout_ms / 1000 + 10) as raw:
         response = raw.request(request, 9)
     return response.responses[0].partition_responses[0].error_code

@@ -53,7 +53,7 @@ def test_cluster_start_status_describe_and_ctrl_c(tmp_path):
         describe = run("topics", "describe", "orders", "-b", first)
         assert describe.returncode == 0, describe.stderr
         rows = [line.split("\t") for line in describe.stdout.splitlines()[2:4]]
-        for index, leader, epoch, replicas, isr, offline, *_ in rows:
+        for _index, leader, epoch, replicas, isr, offline, *_ in rows:
             assert int(leader) in (1, 2) and epoch == "0"
             assert sorted(eval(replicas)) == [1, 2] and sorted(eval(isr)) == [1, 2]
             assert offline == "[]"

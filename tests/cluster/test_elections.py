@@ -10,7 +10,7 @@ import pytest
 from oncelog.protocol.errors import ErrorCode
 
 from .helpers import (SESSION_MS, consume_all, create_topic, isr_of, leader_of,
-                      partitions_of, producer, raw_produce, wait_for_leader, wait_until)
+                      partitions_of, raw_produce, wait_for_leader, wait_until)
 
 pytestmark = pytest.mark.slow
 

@@ -348,7 +348,7 @@ class _OwnServer:
             self.store.close()
         self.server.stop()
 
-    def __enter__(self) -> "_OwnServer":
+    def __enter__(self) -> _OwnServer:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -42,7 +42,7 @@ def closed_by_peer(sock: socket.socket, timeout: float) -> bool:
                 return True
     except (ConnectionResetError, BrokenPipeError):
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 

@@ -90,7 +90,7 @@ class JavaProbe:
         self.java = _tool("java")
 
     @classmethod
-    def compile(cls, directory: Path) -> "JavaProbe":
+    def compile(cls, directory: Path) -> JavaProbe:
         """javac KafkaClientProbe.java into ``directory``; AssertionError with javac's
         output when it does not compile."""
         jars = client_jars()
@@ -113,7 +113,8 @@ class JavaProbe:
             assert line.startswith("{"), f"KafkaClientProbe printed a non-JSON line: {line!r}"
             events.append(json.loads(line))
         run = ProbeRun(tuple(steps), events, result.returncode, result.stderr)
-        assert result.returncode != 2, f"KafkaClientProbe did not understand a step:\n{run.explain()}"
+        assert result.returncode != 2, \
+            f"KafkaClientProbe did not understand a step:\n{run.explain()}"
         if check:
             assert result.returncode == 0 and not run.errors, run.explain()
         return run

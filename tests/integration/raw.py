@@ -17,7 +17,7 @@ class RawConnection:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "RawConnection":
+    def __enter__(self) -> RawConnection:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -72,5 +72,5 @@ class RawConnection:
             return self.sock.recv(1) == b""
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False

@@ -46,7 +46,7 @@ def test_something_else_answering_on_the_port_is_not_our_broker(tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with _listener(port) as squatter:
+    with _listener(port):
         assert listens_itself(os.getpid(), port)
         process = BrokerProcess(tmp_path / "data")
         with process:

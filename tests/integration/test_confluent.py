@@ -51,7 +51,8 @@ def test_produce_consume_every_codec_and_acks(broker, compression, acks):
     assert producer.flush(20) == 0
     assert all(err is None for err, _ in delivered) and len(delivered) == 300
     messages = consume_all(broker, topic, 300, partitions=2)
-    assert sorted(m.value() for m in messages) == sorted(f"value-{i}".encode() * 3 for i in range(300))
+    assert sorted(m.value() for m in messages) == \
+        sorted(f"value-{i}".encode() * 3 for i in range(300))
     by_value = {m.value(): m for m in messages}
     sample = by_value[b"value-42" * 3]
     assert sample.key() == b"k0"

@@ -130,7 +130,7 @@ def test_retention_by_time(broker_factory):
     create(broker.bootstrap, "old", config={"segment.bytes": "1024", "retention.ms": "1000"})
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     old = int(time.time() * 1000) - 3_600_000
-    for i in range(20):
+    for _ in range(20):
         producer.produce("old", value=b"x" * 200, timestamp=old)
         producer.flush(10)
     deadline = time.monotonic() + 10
@@ -161,7 +161,8 @@ def test_restart_keeps_topics_configs_and_offsets(broker_factory):
     from confluent_kafka.admin import ConfigResource
     client = AdminClient({"bootstrap.servers": broker.bootstrap})
     resource = ConfigResource("topic", "keep")
-    assert client.describe_configs([resource])[resource].result(10)["retention.ms"].value == "123456"
+    configs = client.describe_configs([resource])[resource].result(10)
+    assert configs["retention.ms"].value == "123456"
 
 
 def test_sigint_stops_cleanly(broker):

@@ -312,7 +312,7 @@ def test_compaction_removes_aborted_records_and_keeps_the_latest_committed_value
         producer.produce("tx-compacted", key=key, value=b"final", partition=0)
     producer.commit_transaction(30)
     padding = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
-    for number in range(30):  # seals the final round's segment
+    for _ in range(30):  # seals the final round's segment
         padding.produce("tx-compacted", key=b"pad", value=b"p" * 150, partition=0)
         padding.flush(10)
 

@@ -82,7 +82,8 @@ def run(broker_factory, tmp_path, library, policy: str, tail: str):
     broker = broker_factory(settings={"log.flush.policy": policy}, name=f"{policy}-{tail}",
                             env=journal_env(library, journal))
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 2, 1, config={"segment.bytes": "65536"})])[TOPIC].result(15)
+    topic = NewTopic(TOPIC, 2, 1, config={"segment.bytes": "65536"})
+    admin.create_topics([topic])[TOPIC].result(15)
     acknowledged = produce_until_the_cut(broker, seconds=3)
     lost_bytes = cut_power(broker.data_dir, journal, tail)
     broker.start()

@@ -14,7 +14,7 @@ from oncelog.spark.sinks import SinkError, TransactionalSink, UpsertSink
 
 from .tables import fetch, is_postgresql, markers
 
-UTC = datetime.timezone.utc
+UTC = datetime.UTC
 KAFKA_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
                 "timestamp timestamp, timestampType int, "
                 "headers array<struct<key: string, value: binary>>")

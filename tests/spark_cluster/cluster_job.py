@@ -1,4 +1,5 @@
-"""The driver program of the standalone-cluster tests: a topic into ``TransactionalSink``, on a master.
+"""The driver program of the standalone-cluster tests: a topic into ``TransactionalSink``, on a
+master.
 
 Run as a script (``python tests/spark_cluster/cluster_job.py --master spark://...``), in a
 process group of its own (``oncelog.testing.spark.SparkDriver``), so a test can kill the

@@ -112,7 +112,7 @@ class ExecutorWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="executor-watch")
 
-    def __enter__(self) -> "ExecutorWatch":
+    def __enter__(self) -> ExecutorWatch:
         self._thread.start()
         return self
 

@@ -27,7 +27,7 @@ import fcntl
 import logging
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..controller.metadata_store import LocalMetadataStore
 from ..controller.live_brokers import LiveBrokers
@@ -117,9 +117,10 @@ class Broker:
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ConfigError(f"data directory {self.data_dir} is in use by another broker") from None
+            raise ConfigError(f"data directory {self.data_dir} is in use by another broker"
+                              ) from None
 
-    async def run(self, on_ready: Callable[["Broker"], None] | None = None) -> None:
+    async def run(self, on_ready: Callable[[Broker], None] | None = None) -> None:
         self._stop = asyncio.Event()
         self._lock_data_dir()
         for name in self.config.ignored:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .kafka_config_names import (KAFKA_BROKER_CONFIGS, KAFKA_TOPIC_CONFIGS, closest,
                                  is_kafka_broker_config)

@@ -18,7 +18,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_address: str
-    broker: "Broker"
+    broker: Broker
 
     @property
     def partitions(self):

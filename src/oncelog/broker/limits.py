@@ -31,8 +31,9 @@ import collections
 import logging
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +223,7 @@ class ConnectionLimits:
     read_timeout_ms: int
 
     @classmethod
-    def from_config(cls, config, call_soon=None) -> "ConnectionLimits":
+    def from_config(cls, config, call_soon=None) -> ConnectionLimits:
         queued = config["queued.max.request.bytes"]
         return cls(
             pool=MemoryPool(queued if queued > 0 else _UNBOUNDED, call_soon),
@@ -234,7 +235,7 @@ class ConnectionLimits:
         )
 
 
-_BY_BROKER: "weakref.WeakKeyDictionary[object, ConnectionLimits]" = weakref.WeakKeyDictionary()
+_BY_BROKER: weakref.WeakKeyDictionary[object, ConnectionLimits] = weakref.WeakKeyDictionary()
 
 
 def limits_for(broker, call_soon=None) -> ConnectionLimits:

@@ -61,7 +61,7 @@ class BrokerProcess:
             args += ["--set", f"{name}={value}"]
         return args + self.extra_args
 
-    def start(self, timeout: float = 20.0) -> "BrokerProcess":
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         attempts_left = PORT_ATTEMPTS if self._port_chosen_here else 1
         while True:
@@ -129,11 +129,11 @@ class BrokerProcess:
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
-    def restart(self, *, hard: bool = False) -> "BrokerProcess":
+    def restart(self, *, hard: bool = False) -> BrokerProcess:
         self.kill() if hard else self.stop()
         return self.start()
 
-    def __enter__(self) -> "BrokerProcess":
+    def __enter__(self) -> BrokerProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -1,11 +1,12 @@
 """The listener: reads frames, runs requests, writes responses in request order.
 
-Each connection is an ``asyncio.BufferedProtocol``. A frame is parsed as soon as it is complete and its
-request starts as a task right away, so requests pipeline (several produce requests from one
-producer are appended while earlier ones wait for their fsync). Tasks start in arrival order,
-and a produce handler makes all its appends before its first ``await``, so appends keep the
-order the client sent them in. A writer coroutine awaits the tasks in order and writes each
-response, so responses leave in request order (as Kafka guarantees per connection).
+Each connection is an ``asyncio.BufferedProtocol``. A frame is parsed as soon as it is
+complete and its request starts as a task right away, so requests pipeline (several produce
+requests from one producer are appended while earlier ones wait for their fsync). Tasks start
+in arrival order, and a produce handler makes all its appends before its first ``await``, so
+appends keep the order the client sent them in. A writer coroutine awaits the tasks in order
+and writes each response, so responses leave in request order (as Kafka guarantees per
+connection).
 
 A connection is closed, with one (rate-limited) log line, only when a frame cannot be
 answered: a size outside (0, socket.request.max.bytes], a header or body that does not parse,
@@ -103,7 +104,7 @@ class Connection(asyncio.BufferedProtocol):
     # again for every request (a copy and a fresh allocation at each doubling).
     SHRINK_AFTER_S = 0.05
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.loop = asyncio.get_running_loop()
         self.limits = limits_for(broker, self.loop.call_soon)

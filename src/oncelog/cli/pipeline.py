@@ -1,4 +1,5 @@
-"""``oncelog pipeline run``: the example PySpark pipeline, from a generator to an exactly-once sink."""
+"""``oncelog pipeline run``: the example PySpark pipeline, from a generator to an exactly-once
+sink."""
 
 from __future__ import annotations
 

@@ -30,7 +30,8 @@ def producers_describe(bootstrap, topic) -> None:
     except KafkaError as error:
         raise Failure(f"cannot reach a broker at {bootstrap}: {error}") from None
     try:
-        states = admin.describe_producers([TopicPartition(topic, p) for p in sorted(entry.partitions)])
+        states = admin.describe_producers([TopicPartition(topic, p)
+                                           for p in sorted(entry.partitions)])
     except KafkaError as error:
         raise Failure(f"cannot describe producers of {topic}: {error}") from None
     finally:

@@ -33,8 +33,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 

@@ -12,7 +12,7 @@
 with the output, or transactions) - see docs/guarantees.md. Extra settings passed in
 ``config`` are applied on top, except those that would break the guarantee, which raise
 ``ValueError``.
-"""
+"""  # noqa: E501 - a table's rows stay one line each
 
 from __future__ import annotations
 

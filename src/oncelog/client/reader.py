@@ -17,9 +17,9 @@ Errors become ``ValueError`` with one clear sentence.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterator
+from datetime import UTC, datetime
 
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException,
                              TopicPartition)
@@ -36,7 +36,7 @@ class ConsumedRecord:
     headers: list[tuple[str, bytes | None]]
 
     @classmethod
-    def from_message(cls, message) -> "ConsumedRecord":
+    def from_message(cls, message) -> ConsumedRecord:
         """From a confluent_kafka.Message that carries a record (not an error)."""
         return cls(message.topic(), message.partition(), message.offset(),
                    message.timestamp()[1], message.key(), message.value(),
@@ -61,7 +61,7 @@ def parse_start(start: str) -> tuple[str, int]:
                          "time") from None
     if moment.tzinfo is None:
         moment = moment.astimezone()  # local time, as a user typing a time means
-    return "time", int(moment.astimezone(timezone.utc).timestamp() * 1000)
+    return "time", int(moment.astimezone(UTC).timestamp() * 1000)
 
 
 def read_topic(bootstrap: str, topic: str, *, start: str = "earliest", count: int | None = None,

@@ -41,8 +41,8 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 

@@ -42,7 +42,7 @@ class LocalCluster:
     def broker(self, node_id: int) -> BrokerProcess:
         return self.brokers[node_id]
 
-    def start(self, timeout_s: float = 60.0) -> "LocalCluster":
+    def start(self, timeout_s: float = 60.0) -> LocalCluster:
         try:
             if self.zookeeper_connect is None:
                 self.zookeeper = ZooKeeperProcess(self.data_dir / "zookeeper", host=self.host)
@@ -136,7 +136,7 @@ class LocalCluster:
         if self.zookeeper is not None:
             self.zookeeper.stop()
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -138,7 +138,7 @@ class ZooKeeperProcess(ServedProcess):
             "",
         ]))
 
-    def start(self, timeout_s: float = 30.0) -> "ZooKeeperProcess":
+    def start(self, timeout_s: float = 30.0) -> ZooKeeperProcess:
         command = self.command()  # ZooKeeperNotInstalled before anything is written
         self.directory.mkdir(parents=True, exist_ok=True)
         attempts = 1 if self.requested_port else 3  # a free port can be taken before we bind

@@ -19,7 +19,8 @@ Everything here blocks on the store: call it in a thread (``asyncio.to_thread``)
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
+from functools import partial
 
 from . import elections
 from .store import MetadataStore, PartitionState, TopicRecord
@@ -44,8 +45,8 @@ class Controller:
             unclean = self.unclean_for(record)
             states = self.store.partition_states(record.name, record.partitions)
             for index, state in enumerate(states):
-                replicas = record.replicas(index)
-                rule = lambda state: elections.on_brokers_changed(state, replicas, live, unclean)
+                rule = partial(elections.on_brokers_changed, replicas=record.replicas(index),
+                               live=live, unclean=unclean)
                 # read all at once; only a partition that needs a change is read again
                 if state is not None and rule(state) is not None:
                     changed += self._update(record.name, index, rule, first=state)
@@ -61,8 +62,8 @@ class Controller:
                 if self.node_id in replicas:
                     moved += self._update(
                         record.name, index,
-                        lambda state: elections.for_controlled_shutdown(state, replicas, live,
-                                                                         self.node_id))
+                        partial(elections.for_controlled_shutdown, replicas=replicas, live=live,
+                                leaving=self.node_id))
         return moved
 
     def _update(self, topic: str, index: int,

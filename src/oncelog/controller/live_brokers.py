@@ -18,7 +18,7 @@ response harmlessly: a client connects to a broker only when it needs one.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from .store import BrokerRegistration
 

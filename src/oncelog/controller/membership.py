@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..partition import Partition
 from ..replication.fetcher import ReplicaFetcher
@@ -52,7 +53,7 @@ STALL_TOLERANCE_S = 0.2
 
 
 class ClusterMembership:
-    def __init__(self, broker: "Broker", store: MetadataStore) -> None:
+    def __init__(self, broker: Broker, store: MetadataStore) -> None:
         self.broker = broker
         self.store = store
         self.config = broker.config
@@ -263,7 +264,7 @@ class ClusterMembership:
             try:
                 confirmed = await asyncio.wait_for(
                     asyncio.to_thread(self.store.confirm_session), interval_s * 2)
-            except (asyncio.TimeoutError, StoreUnavailable):
+            except (TimeoutError, StoreUnavailable):
                 confirmed = False
             if confirmed:
                 self.lease.renew(asked_at)
@@ -277,7 +278,7 @@ class ClusterMembership:
         while True:
             try:
                 await asyncio.wait_for(self._controller_dirty.wait(), CONTROLLER_PASS_INTERVAL_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._controller_dirty.clear()
             if self._stopping:
@@ -305,7 +306,7 @@ class ClusterMembership:
         try:
             moved = await asyncio.wait_for(
                 asyncio.to_thread(self.controller.move_leadership_away), timeout_s)
-        except (asyncio.TimeoutError, StoreUnavailable) as error:
+        except (TimeoutError, StoreUnavailable) as error:
             log.warning("broker %d: controlled shutdown could not move leadership: %s",
                         self.node_id, error or "timed out")
             return

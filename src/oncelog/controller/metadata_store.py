@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Callable
 
 from ..storage import files
 from .store import (BrokerRegistration, MetadataChange, MetadataStore, NodeIdInUse,

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import abc
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Callable
 
 NO_LEADER = -1
 
@@ -63,10 +63,10 @@ class PartitionState:
     def has_leader(self) -> bool:
         return self.leader != NO_LEADER
 
-    def with_isr(self, isr: tuple[int, ...]) -> "PartitionState":
+    def with_isr(self, isr: tuple[int, ...]) -> PartitionState:
         return replace(self, isr=tuple(isr))
 
-    def elect(self, leader: int, isr: tuple[int, ...]) -> "PartitionState":
+    def elect(self, leader: int, isr: tuple[int, ...]) -> PartitionState:
         """The state after an election: a new leader (or none) always bumps the epoch."""
         return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr))
 

@@ -57,7 +57,8 @@ import queue
 import threading
 import time
 import warnings
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
@@ -189,7 +190,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._controller_epoch = 0
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> "ZooKeeperMetadataStore":
+    def from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ZooKeeperMetadataStore:
         """Build from Kafka's settings: ``zookeeper.connect``, ``zookeeper.session.timeout.ms``,
         ``zookeeper.connection.timeout.ms`` and ``node.id`` (or ``broker.id``)."""
         connection_timeout = config.get("zookeeper.connection.timeout.ms")
@@ -202,7 +203,7 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     # -- connecting ----------------------------------------------------------------------
 
-    def connect(self) -> "ZooKeeperMetadataStore":
+    def connect(self) -> ZooKeeperMetadataStore:
         """Open the session, create the chroot and Kafka's top-level paths, set the watches.
 
         While ZooKeeper cannot be reached, logs one line per attempt and retries until
@@ -404,7 +405,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                 return self.register_broker(registration)  # its session just ended
             if stat.ephemeralOwner != self.session_id:
                 raise NodeIdInUse(f"node.id {registration.node_id} is already registered by a "
-                                  f"live broker (ZooKeeper session 0x{stat.ephemeralOwner:x})")
+                                  f"live broker (ZooKeeper session 0x{stat.ephemeralOwner:x})"
+                                  ) from None
             stat = self._request(self.client.set_async, path, data)
         self._registered_node_id = registration.node_id
         if self.node_id < 0:

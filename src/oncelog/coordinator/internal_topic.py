@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Iterator, NamedTuple, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
 
 from ..partition import AppendOrigin, Partition, PartitionManager
 from ..protocol.batches import TRANSACTIONAL_FLAG, iter_headers
@@ -119,7 +120,7 @@ class InternalTopic:
             return _COMMIT_ERRORS.get(waiter.result(), waiter.result())
         try:
             code = await asyncio.wait_for(waiter, timeout_ms / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return ErrorCode.REQUEST_TIMED_OUT
         return _COMMIT_ERRORS.get(code, code)
 

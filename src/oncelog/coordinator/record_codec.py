@@ -38,7 +38,8 @@ _short_string_hash = functools.lru_cache(maxsize=8192)(_string_hash)
 
 
 def partition_for(key: str, partition_count: int) -> int:
-    """Kafka's ``Utils.abs(key.hashCode) % partitions`` (a group id or a transactional id; abs of MIN_VALUE is 0 there)."""
+    """Kafka's ``Utils.abs(key.hashCode) % partitions`` (a group id or a transactional id;
+    abs of MIN_VALUE is 0 there)."""
     value = java_string_hash(key)
     return (0 if value == -(1 << 31) else abs(value)) % partition_count
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-from typing import Callable, Hashable
+from collections.abc import Callable, Hashable
 
 log = logging.getLogger(__name__)
 

@@ -6,5 +6,5 @@ from .manager import PartitionManager, Topic
 from .partition import (AppendOrigin, IsolationLevel, LeadershipLease, Partition,
                         TopicSettings)
 
-__all__ = ["AppendOrigin", "Flusher", "IsolationLevel", "LeadershipLease", "Partition", "PartitionManager",
-           "Topic", "TopicSettings"]
+__all__ = ["AppendOrigin", "Flusher", "IsolationLevel", "LeadershipLease", "Partition",
+           "PartitionManager", "Topic", "TopicSettings"]

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from ..broker.config import BrokerConfig, ConfigError, validate_topic_configs
 from ..controller.store import (MetadataStore, PartitionState, TopicExists, TopicRecord,

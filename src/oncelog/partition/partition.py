@@ -55,9 +55,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable
 
 from ..controller.store import NO_LEADER, PartitionState
 from ..protocol import batches, control_records
@@ -84,7 +84,7 @@ class IsolationLevel(Enum):
     READ_COMMITTED = 1
 
     @classmethod
-    def from_wire(cls, value: int) -> "IsolationLevel":
+    def from_wire(cls, value: int) -> IsolationLevel:
         try:
             return cls(value)
         except ValueError:
@@ -101,7 +101,7 @@ class TopicSettings:
     min_insync_replicas: int
 
     @classmethod
-    def from_configs(cls, configs: dict[str, str]) -> "TopicSettings":
+    def from_configs(cls, configs: dict[str, str]) -> TopicSettings:
         return cls(
             log_config=LogConfig(
                 segment_bytes=int(configs["segment.bytes"]),
@@ -156,7 +156,7 @@ class Partition:
     def __init__(self, topic: str, index: int, log: Log, settings: TopicSettings,
                  clock: Callable[[], int], replica_id: int = 1,
                  replicas: tuple[int, ...] | None = None,
-                 lease: "LeadershipLease | None" = None) -> None:
+                 lease: LeadershipLease | None = None) -> None:
         self.topic = topic
         self.index = index
         self.log = log
@@ -609,8 +609,9 @@ class Partition:
                 follower.excuse(stalled_ms, now)
         if not self.is_leader or self.isr_state.is_pending:
             return None
-        lagging = tuple(r for r in self.isr if r != self.replica_id
-                        and self.followers.get(r, FollowerState(r)).is_lagging(now, lag_time_max_ms))
+        lagging = tuple(
+            r for r in self.isr if r != self.replica_id
+            and self.followers.get(r, FollowerState(r)).is_lagging(now, lag_time_max_ms))
         if not lagging:
             return None
         self.isr_state = PendingShrink(self.isr, lagging)

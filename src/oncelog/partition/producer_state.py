@@ -127,7 +127,7 @@ class ProducerEntry:
                              b.timestamp] for b in self.batches]}
 
     @classmethod
-    def from_json(cls, data: dict) -> "ProducerEntry":
+    def from_json(cls, data: dict) -> ProducerEntry:
         """Reads both snapshot versions: version 1 had no transaction fields."""
         entry = cls(data["producer_id"], data["producer_epoch"],
                     last_timestamp=data["last_timestamp"], last_update_ms=data["last_update_ms"],

@@ -19,7 +19,8 @@ the rare requests that need it (timestamp lookups).
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import crc32c as _crc32c
 

@@ -211,7 +211,8 @@ _FLEXIBLE: dict[tuple[int, int], bool] = {}
 def decode_request_header(frame: bytes | memoryview) -> RequestHeader:
     """Parse a request header (v1, or v2 with tagged fields for flexible versions)."""
     if len(frame) < _HEADER_FIXED.size:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"{len(frame)}-byte frame is shorter than a header")
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"{len(frame)}-byte frame is shorter than a header")
     api_key, api_version, correlation_id, client_id_length = _HEADER_FIXED.unpack_from(frame, 0)
     position = _HEADER_FIXED.size
     client_id = None
@@ -359,8 +360,8 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview):
     """Decode the body; raise KafkaError(INVALID_REQUEST) for anything that does not parse."""
     cls = REQUESTS[header.api_key]
     if not 0 <= header.api_version <= cls.max_version:
-        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
-                         f"{cls.name} v{header.api_version} is beyond the schema's v{cls.max_version}")
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"{cls.name} v{header.api_version} is "
+                                                        f"beyond the schema's v{cls.max_version}")
     body = memoryview(frame)[header.body_offset:]
     try:
         # Keeps the end position cls.decode drops: a string or bytes field cut short by the

@@ -129,7 +129,7 @@ class BrokerClient:
             try:
                 return await asyncio.wait_for(self._round_trip(request, version),
                                               self.timeout_s)
-            except (OSError, asyncio.TimeoutError, ValueError, EOFError) as error:
+            except (TimeoutError, OSError, ValueError, EOFError) as error:
                 self.close()
                 raise ConnectionError(f"{self.host}:{self.port}: {type(error).__name__}: "
                                       f"{error}") from None

@@ -19,9 +19,10 @@ Errors: a partition answered FENCED_LEADER_EPOCH or UNKNOWN_TOPIC_OR_PARTITION w
 ``replica.fetch.backoff.ms`` (the metadata store will tell us of the new state meanwhile);
 UNKNOWN_LEADER_EPOCH and NOT_LEADER_OR_FOLLOWER mean the leader has not yet applied the
 state we know (brokers learn from the store independently), so they are retried after
-20 ms; any back-off ends when the partition's leader epoch changes; OFFSET_OUT_OF_RANGE with our log end before the
-leader's log start starts our log over at the leader's start (retention), otherwise it
-triggers a new truncation check. A lost connection backs off and reconnects.
+20 ms; any back-off ends when the partition's leader epoch changes; OFFSET_OUT_OF_RANGE
+with our log end before the leader's log start starts our log over at the leader's start
+(retention), otherwise it triggers a new truncation check. A lost connection backs off and
+reconnects.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from ..partition import Partition
 from ..protocol import messages
@@ -48,8 +49,10 @@ _RETRY_LATER = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
                 ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE,
                 ErrorCode.KAFKA_STORAGE_ERROR}
-F = messages.FetchRequest
-O = messages.OffsetForLeaderEpochRequest
+FetchRequest = messages.FetchRequest
+FetchTopic = FetchRequest.FetchTopic
+EpochRequest = messages.OffsetForLeaderEpochRequest
+EpochTopic = EpochRequest.OffsetForLeaderTopic
 
 
 class ReplicaFetcher:
@@ -92,7 +95,7 @@ class ReplicaFetcher:
                     self.wake.clear()
                     try:
                         await asyncio.wait_for(self.wake.wait(), self._idle_wait_s())
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                     continue
                 try:
@@ -134,8 +137,8 @@ class ReplicaFetcher:
             if ours < 0:
                 partition.truncate_to(partition.high_watermark)
                 return True
-            request = O(replica_id=self.node_id, topics=[O.OffsetForLeaderTopic(
-                topic=partition.topic, partitions=[O.OffsetForLeaderTopic.OffsetForLeaderPartition(
+            request = EpochRequest(replica_id=self.node_id, topics=[EpochTopic(
+                topic=partition.topic, partitions=[EpochTopic.OffsetForLeaderPartition(
                     partition=partition.index, current_leader_epoch=leader_epoch,
                     leader_epoch=ours)])])
             response = await self.client.request(request, OFFSET_FOR_LEADER_EPOCH_VERSION)
@@ -166,15 +169,15 @@ class ReplicaFetcher:
         asked = {(p.topic, p.index): (p, p.leader_epoch, p.log_end_offset) for p in ready}
         topics: dict[str, list] = {}
         for partition in ready:
-            topics.setdefault(partition.topic, []).append(F.FetchTopic.FetchPartition(
+            topics.setdefault(partition.topic, []).append(FetchTopic.FetchPartition(
                 partition=partition.index, current_leader_epoch=partition.leader_epoch,
                 fetch_offset=partition.log_end_offset, log_start_offset=partition.log_start_offset,
                 partition_max_bytes=self.partition_max_bytes))
-        request = F(replica_id=self.node_id, max_wait_ms=self.wait_max_ms, min_bytes=1,
-                    max_bytes=self.response_max_bytes, isolation_level=0, session_id=0,
-                    session_epoch=-1, topics=[F.FetchTopic(topic=t, partitions=ps)
-                                              for t, ps in topics.items()],
-                    forgotten_topics_data=[], rack_id="")
+        request = FetchRequest(
+            replica_id=self.node_id, max_wait_ms=self.wait_max_ms, min_bytes=1,
+            max_bytes=self.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[], rack_id="")
         response = await self.client.request(request, FETCH_VERSION)
         for topic in response.responses:
             for entry in topic.partitions:

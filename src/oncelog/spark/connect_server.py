@@ -120,7 +120,7 @@ class ConnectServer(ServedProcess):
             args += ["--conf", f"{name}={value}"]
         return args
 
-    def start(self, timeout_s: float = 90.0) -> "ConnectServer":
+    def start(self, timeout_s: float = 90.0) -> ConnectServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         attempts = 1 if self.requested_port else 3  # a free port can be taken before we bind
         for attempt in range(attempts):

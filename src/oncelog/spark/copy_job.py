@@ -1,4 +1,5 @@
-"""A streaming job that copies a topic into an exactly-once sink: ``python -m oncelog.spark.copy_job``.
+"""A streaming job that copies a topic into an exactly-once sink:
+``python -m oncelog.spark.copy_job``.
 
 It is the smallest real pipeline — the ``oncelog`` source into one of the sinks — and what
 the crash tests and ``oncelog verify`` kill with ``kill -9`` and start again from the same

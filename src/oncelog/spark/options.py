@@ -14,10 +14,12 @@ Options (as in Spark's Kafka source):
   partition with no record at or after the time fails the query) | ``latest``
 - ``startingOffsetsFromSink`` (streaming): the URL of a ``TransactionalSink``'s database
   (``sqlite:///...``, ``postgresql://...``) or a ``KafkaSink``'s ``kafka://BOOTSTRAP/TOPIC``,
-  and ``sinkQueryName`` (default ``default``) its query name or sink id. A query started without a checkpoint begins exactly where the sink's stored
-  end offsets end (partitions the sink has never seen: earliest); only when the sink holds
-  no batch of that query does ``startingOffsets`` apply. ``TransactionalSink.source_options()``
-  (``KafkaSink.source_options()``) gives both. oncelog's own: Spark's Kafka source has no such option.
+  and ``sinkQueryName`` (default ``default``) its query name or sink id. A query started
+  without a checkpoint begins exactly where the sink's stored end offsets end (partitions
+  the sink has never seen: earliest); only when the sink holds no batch of that query does
+  ``startingOffsets`` apply. ``TransactionalSink.source_options()``
+  (``KafkaSink.source_options()``) gives both. oncelog's own: Spark's Kafka source has no
+  such option.
   ``startingOffsetsFromSinkPassword``: a PostgreSQL URL's password, apart from the URL:
   Spark shows a query's options in plans and its UI, redacting only names that say
   ``password`` (``source_options()`` splits it out so)
@@ -41,8 +43,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from .errors import SourceOptionError
 
@@ -98,7 +100,8 @@ class Subscription:
 @dataclass(frozen=True)
 class Position:
     """Where reading starts or ends: a keyword, per-partition offsets, or times."""
-    kind: str                                   # "earliest" | "latest" | "offsets" | "timestamp" | "timestamps"
+    # "earliest" | "latest" | "offsets" | "timestamp" | "timestamps"
+    kind: str
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)
     timestamp: int | None = None                # kind == "timestamp": every partition
     # kind == "timestamps": per partition (offsets holds ms values)
@@ -182,9 +185,10 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool | None) -> SourceOp
     for position in (starting, ending):
         if position.kind == "offsets":
             for (topic, partition), _ in position.offsets.items():
-                if subscription.kind == "assign" and (topic, partition) not in subscription.assigned:
-                    raise SourceOptionError(f"{topic}-{partition} has an offset in "
-                                            f"{'startingOffsets' if position is starting else 'endingOffsets'} "
+                if subscription.kind == "assign" and \
+                        (topic, partition) not in subscription.assigned:
+                    option = "startingOffsets" if position is starting else "endingOffsets"
+                    raise SourceOptionError(f"{topic}-{partition} has an offset in {option} "
                                             "but is not in assign")
 
     from_sink = _sink_position(options, streaming)
@@ -319,10 +323,10 @@ def _partition_map(value: str, name: str, *, allow_negative: bool) -> dict[tuple
                                         f"must be an integer, not {offset!r}")
             lowest = EARLIEST if allow_negative else 0
             if offset < lowest:
-                raise SourceOptionError(f"option {name}: {offset} for {topic}-{partition} "
-                                        "is not a valid offset (use -2 for earliest, -1 for latest)"
-                                        if allow_negative else
-                                        f"option {name}: {offset} for {topic}-{partition} is negative")
+                raise SourceOptionError(
+                    f"option {name}: {offset} for {topic}-{partition} is not a valid offset "
+                    "(use -2 for earliest, -1 for latest)" if allow_negative else
+                    f"option {name}: {offset} for {topic}-{partition} is negative")
             result[(topic, int(partition))] = offset
     return result
 

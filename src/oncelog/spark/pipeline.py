@@ -17,9 +17,9 @@ without losing or repeating an order. The orders sink's stored offsets (its mark
 with its checkpoint folder deleted, query "orders" starts right after them
 (``startingOffsetsFromSink``), and a checkpoint that disagrees with them stops the query
 with one sentence. Query "revenue" then recomputes its totals from the earliest offset: its
-upserts overwrite every country with the full total again. The run ends when every record in the topic is in the
-sink; its report checks that (reading an output topic with ``read_committed``), and that the
-revenue table agrees with the orders.
+upserts overwrite every country with the full total again. The run ends when every record
+in the topic is in the sink; its report checks that (reading an output topic with
+``read_committed``), and that the revenue table agrees with the orders.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class Generator:
     done: threading.Event = field(default_factory=threading.Event)
     error: str | None = None
 
-    def start(self) -> "Generator":
+    def start(self) -> Generator:
         threading.Thread(target=self._run, name="order-generator", daemon=True).start()
         return self
 

@@ -57,7 +57,7 @@ class ProcessGroup:
         self.log_path = Path(log_path)
         self.process: subprocess.Popen | None = None
 
-    def start(self, environment: dict[str, str], cwd: Path) -> "ProcessGroup":
+    def start(self, environment: dict[str, str], cwd: Path) -> ProcessGroup:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, env=environment, cwd=cwd,

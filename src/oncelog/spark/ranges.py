@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 import uuid
 from bisect import bisect_left
-from typing import Iterator
+from collections.abc import Iterator
 
 from pyspark.sql.datasource import InputPartition
 

@@ -1,4 +1,5 @@
-"""oncelog as a zip for executors whose Python lacks it: ``python -m oncelog.spark.ship oncelog.zip``.
+"""oncelog as a zip for executors whose Python lacks it:
+``python -m oncelog.spark.ship oncelog.zip``.
 
 On a cluster, the ``oncelog`` source's reader runs in the executors' Python workers, which
 unpickle it by module name: they must import ``oncelog``. Either install it in the Python the

@@ -9,9 +9,10 @@ where each partition ends now, caps it by ``maxOffsetsPerTrigger`` (Spark passes
 as ``ReadMaxRows``) and by the target fixed at the start of a ``Trigger.AvailableNow`` run;
 ``partitions(start, end)`` turns the difference into offset ranges. With
 ``startingOffsetsFromSink``, ``initialOffset`` starts where the sink's stored end offsets
-end, so a query whose checkpoint was lost goes on exactly after what the sink holds. Nothing depends on
-``commit`` or ``stop`` being called: after a driver crash Spark re-plans the in-flight batch
-from its offset log with the same start and end, and ``partitions`` gives the same ranges.
+end, so a query whose checkpoint was lost goes on exactly after what the sink holds.
+Nothing depends on ``commit`` or ``stop`` being called: after a driver crash Spark re-plans
+the in-flight batch from its offset log with the same start and end, and ``partitions``
+gives the same ranges.
 Partitions added to a subscribed topic are read from offset 0, as Spark's source does.
 
 The reader object is pickled for the executors; its driver-side client (``Cluster``) is not.
@@ -19,7 +20,7 @@ The reader object is pickled for the executors; its driver-side client (``Cluste
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows,
@@ -66,10 +67,10 @@ class OncelogDataSource(DataSource):
         _Reader(options).check_topics()
         return source_schema(options.include_headers)
 
-    def reader(self, schema: StructType) -> "OncelogBatchReader":
+    def reader(self, schema: StructType) -> OncelogBatchReader:
         return OncelogBatchReader(parse_options(self.options, streaming=False))
 
-    def streamReader(self, schema: StructType) -> "OncelogStreamReader":
+    def streamReader(self, schema: StructType) -> OncelogStreamReader:
         return OncelogStreamReader(parse_options(self.options, streaming=True))
 
 

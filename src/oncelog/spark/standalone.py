@@ -83,7 +83,7 @@ class StandaloneCluster:
     def _spark_class(self, main: str, *arguments: str) -> list[str]:
         return [str(spark_home() / "bin" / "spark-class"), main, *arguments]
 
-    def start(self, timeout_s: float = 60.0) -> "StandaloneCluster":
+    def start(self, timeout_s: float = 60.0) -> StandaloneCluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         environment = cluster_environment()
         self.port, self.webui_port = free_port(self.host), free_port(self.host)
@@ -93,7 +93,7 @@ class StandaloneCluster:
         try:
             self.master.start(environment, self.directory)
             self._wait(lambda: self.master_state() is not None, timeout_s, "the master")
-            for index in range(self.worker_count):
+            for _ in range(self.worker_count):
                 self.add_worker(environment)
             self.wait_for_workers(self.worker_count, timeout_s)
         except BaseException:
@@ -163,7 +163,7 @@ class StandaloneCluster:
             self.master.stop()
             self.master = None
 
-    def __enter__(self) -> "StandaloneCluster":
+    def __enter__(self) -> StandaloneCluster:
         if self.master is None:
             self.start()
         return self

@@ -38,7 +38,7 @@ class ExecutorStatus:
         return asdict(self)
 
     @classmethod
-    def from_rest(cls, entry: dict) -> "ExecutorStatus":
+    def from_rest(cls, entry: dict) -> ExecutorStatus:
         return cls(executor_id=str(entry.get("id")), host_port=str(entry.get("hostPort", "")),
                    active=bool(entry.get("isActive")),
                    active_tasks=int(entry.get("activeTasks") or 0),

@@ -65,9 +65,9 @@ import re
 import shutil
 import threading
 from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ..protocol.batches import TIMESTAMP_TYPE_FLAG, BatchHeader, iter_headers
 from ..protocol.errors import ErrorCode, KafkaError

@@ -34,8 +34,8 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from ..protocol.batches import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH,
                                 TIMESTAMP_TYPE_FLAG, BatchHeader, crc32c, parse_header,

@@ -28,7 +28,8 @@ delivered - the report's "aborted reads", as ``oncelog verify --semantics transa
 from __future__ import annotations
 
 import io
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..client.reader import ConsumedRecord, read_topic
 from ..verify.checker import CheckResult, check

@@ -28,8 +28,9 @@ import signal
 import tempfile
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from ..broker.process import BrokerProcess
 
@@ -153,7 +154,7 @@ class Broker(_WireFaultMethods):
     def is_running(self) -> bool:
         return self.process.process is not None and self.process.process.poll() is None
 
-    def start(self, timeout_s: float = 20.0) -> "Broker":
+    def start(self, timeout_s: float = 20.0) -> Broker:
         try:
             self._start_process(timeout_s)
             if self._wire_faults:
@@ -184,7 +185,7 @@ class Broker(_WireFaultMethods):
         if self._own_dir:
             shutil.rmtree(self.directory, ignore_errors=True)
 
-    def __enter__(self) -> "Broker":
+    def __enter__(self) -> Broker:
         return self.start()
 
     def __exit__(self, *exc) -> None:

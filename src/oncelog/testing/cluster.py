@@ -22,12 +22,16 @@ import contextlib
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING
 
 from ..cluster.local import LocalCluster
 from ..cluster.zookeeper_process import ZooKeeperNotInstalled
 from .broker import FAST_SETTINGS, _track, _untrack, _WireFaultMethods, unique_name
+
+if TYPE_CHECKING:
+    from .wire import WireProxy
 
 __all__ = ["Cluster", "ClusterUnavailable", "cluster"]
 
@@ -81,7 +85,7 @@ class Cluster(_WireFaultMethods):
             processes.append(self.local.zookeeper)
         return [process.pid for process in processes if process.pid is not None]
 
-    def start(self, timeout_s: float = 60.0) -> "Cluster":
+    def start(self, timeout_s: float = 60.0) -> Cluster:
         try:
             self.local.start(timeout_s)
         except ZooKeeperNotInstalled as error:
@@ -113,7 +117,7 @@ class Cluster(_WireFaultMethods):
         for pid in self.pids():
             _untrack(pid)
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -24,8 +24,8 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .broker import _track, _untrack
 
@@ -60,7 +60,7 @@ class SparkDriver:
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
-    def start(self) -> "SparkDriver":
+    def start(self) -> SparkDriver:
         if self.process is not None and self.process.poll() is None:
             raise RuntimeError(f"this driver already runs (pid {self.process.pid}); use either "
                                "start() or a with block, not both")
@@ -115,7 +115,7 @@ class SparkDriver:
         finally:
             self.kill()  # whatever it left in its group
 
-    def __enter__(self) -> "SparkDriver":
+    def __enter__(self) -> SparkDriver:
         """Start the driver unless ``start()`` already did; the block's end kills it."""
         if self.process is not None and self.process.poll() is None:
             return self

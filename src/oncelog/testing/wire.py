@@ -39,7 +39,8 @@ import struct
 import contextlib
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..protocol import messages
 from ..protocol.api_keys import ApiKey
@@ -53,7 +54,8 @@ __all__ = ["API_NAMES", "ERROR_NAMES", "UnknownName", "WireFault", "WireFaults",
 
 
 def _kafka_name(enum_name: str) -> str:
-    return "".join(part.capitalize() for part in enum_name.split("_"))  # INIT_PRODUCER_ID -> InitProducerId
+    # INIT_PRODUCER_ID -> InitProducerId
+    return "".join(part.capitalize() for part in enum_name.split("_"))
 
 
 API_NAMES: dict[str, ApiKey] = {_kafka_name(key.name): key for key in ApiKey}
@@ -195,6 +197,22 @@ def _names_match(fault: WireFault, names: list[tuple[str, int | None]]) -> bool:
                for topic, partition in names)
 
 
+def _names_once(header: messages.RequestHeader, body: memoryview
+                ) -> Callable[[], list[tuple[str, int | None]]]:
+    """The request's (topic, partition) names, decoded on the first call only: most requests
+    never meet a fault that asks."""
+    decoded: list[list[tuple[str, int | None]]] = []
+
+    def names() -> list[tuple[str, int | None]]:
+        if not decoded:
+            try:
+                decoded.append(request_topic_partitions(messages.decode_request(header, body)))
+            except Exception:  # a version our codecs do not know: names nothing
+                decoded.append([])
+        return decoded[0]
+    return names
+
+
 def request_topic_partitions(request) -> list[tuple[str, int | None]]:
     """(topic, partition) pairs a decoded request names, for the common request shapes
     (Produce's topic_data/partition_data, Fetch's and ListOffsets' topics/partitions, ...)."""
@@ -270,7 +288,7 @@ class WireFaultProxy(FaultProxy):
         finally:
             cut.set()
 
-    async def _requests_of(self, reader, connection: "_Connection") -> None:
+    async def _requests_of(self, reader, connection: _Connection) -> None:
         faults = self.faults
         while True:
             frame = await _read_frame(reader)
@@ -286,17 +304,7 @@ class WireFaultProxy(FaultProxy):
             api_key = header.api_key
             self.stats.requests += 1
             self.stats.versions_by_api.setdefault(api_key, set()).add(header.api_version)
-            decoded: list = []
-
-            def names():
-                if not decoded:
-                    try:
-                        decoded.append(request_topic_partitions(
-                            messages.decode_request(header, body)))
-                    except Exception:  # a version our codecs do not know: names nothing
-                        decoded.append([])
-                return decoded[0]
-
+            names = _names_once(header, body)
             if faults.take("blackhole", api_key, client_id=header.client_id):
                 continue
             if faults.take("disconnect", api_key):
@@ -324,7 +332,7 @@ class WireFaultProxy(FaultProxy):
             connection.upstream_writer.write(frame)
             await connection.upstream_writer.drain()
 
-    async def _responses_of(self, upstream_reader, connection: "_Connection") -> None:
+    async def _responses_of(self, upstream_reader, connection: _Connection) -> None:
         while True:
             frame = await _read_frame(upstream_reader)
             if frame is None:

@@ -29,10 +29,10 @@ from .proxy import FaultProxy, FaultRules, ProxyStats, ProxyThread
 from .schedule import FAULTS, FaultSchedule, ScheduledFault, parse_faults, random_seed
 
 __all__ = [
-    "ALL_SEMANTICS", "Acknowledged", "CONTRACTS", "CheckResult", "Delivered", "FAULTS", "Failed", "FaultEvent",
-    "FaultProxy", "FaultRules", "FaultSchedule", "History", "HistoryError", "HistoryWriter",
-    "Produced", "ProxyStats", "ProxyThread", "Reorder", "SEMANTICS", "ScheduledFault", "TRANSACTIONAL",
-    "Transaction", "check",
+    "ALL_SEMANTICS", "Acknowledged", "CONTRACTS", "CheckResult", "Delivered", "FAULTS", "Failed",
+    "FaultEvent", "FaultProxy", "FaultRules", "FaultSchedule", "History", "HistoryError",
+    "HistoryWriter", "Produced", "ProxyStats", "ProxyThread", "Reorder", "SEMANTICS",
+    "ScheduledFault", "TRANSACTIONAL", "Transaction", "check",
     "decode_value", "encode_value", "make_id", "normalize_semantics", "parse_faults",
     "random_seed",
 ]

@@ -67,8 +67,9 @@ is idempotent, so its order is part of its contract.
 **Verdict** (``CheckResult.verdict``): ``broken`` when an anomaly breaks the contract;
 otherwise ``inconclusive`` when the run proved nothing - the runner said so
 (``run_inconclusive_because``: the Spark stage of a ``--spark-master`` run ran no task on an
-executor); nothing produced, acknowledged or delivered; faults were planned and none of them landed (``landing.py``: nothing dropped, a
-kill of a process that was not running, a fault never injected); or a negative control
+executor); nothing produced, acknowledged or delivered; faults were planned and none of
+them landed (``landing.py``: nothing dropped, a kill of a process that was not running, a
+fault never injected); or a negative control
 (``control``) did not show its anomaly - and ``kept`` only when none of that holds. A run
 with no faults planned (``--faults none``) is a plain run: ``kept`` if clean, its report
 saying that no fault was requested.
@@ -83,8 +84,9 @@ acknowledged, so "nothing lost" proves nothing).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .history import Delivered, FaultEvent, History, record_to_dict
 from .landing import FaultOutcome, fault_outcomes

@@ -47,9 +47,10 @@ import json
 import os
 import threading
 import time as _time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 __all__ = [
     "Acknowledged", "Delivered", "Failed", "FaultEvent", "History", "HistoryError",
@@ -229,7 +230,7 @@ class History:
             file.writelines(_line(record) for record in self.records)
 
     @classmethod
-    def load(cls, *paths: str | os.PathLike) -> "History":
+    def load(cls, *paths: str | os.PathLike) -> History:
         """Merge history files; a directory stands for its ``*.jsonl`` files.
 
         Records keep their order within a file; the merge is a stable sort on ``time``.
@@ -323,7 +324,7 @@ class HistoryWriter:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "HistoryWriter":
+    def __enter__(self) -> HistoryWriter:
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -19,12 +19,13 @@ outcomes and the checker's counts into one of ``kept``, ``broken`` and ``inconcl
 (see ``checker.CheckResult.verdict``): a semantics none of whose faults landed is
 inconclusive, never kept; one whose faults partly landed is judged on those that did, and
 the report lists the others as "did not land".
-"""
+"""  # noqa: E501 - a table's rows stay one line each
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from .history import FaultEvent
 

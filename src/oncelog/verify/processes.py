@@ -28,9 +28,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 __all__ = ["ChildProcess", "Children", "Line", "PARENT_ENV", "die_with_parent"]
 
@@ -88,7 +88,7 @@ class ChildProcess:
     def returncode(self) -> int | None:
         return None if self.process is None else self.process.poll()
 
-    def start(self) -> "ChildProcess":
+    def start(self) -> ChildProcess:
         if self.alive:
             raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

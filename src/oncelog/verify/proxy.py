@@ -194,7 +194,8 @@ class FaultProxy:
                 api_key, version, drop = pending.pop(correlation_id, (None, 0, False))
                 if drop:
                     self.stats.dropped_responses += 1
-                    self.stats.dropped_by_api[api_key] = self.stats.dropped_by_api.get(api_key, 0) + 1
+                    dropped = self.stats.dropped_by_api
+                    dropped[api_key] = dropped.get(api_key, 0) + 1
                     if self.rules.drop_mode == "close":
                         return
                     continue
@@ -349,7 +350,7 @@ class ProxyGroup:
         for index, proxy in enumerate(self.proxies):
             proxy.set_rules(replace(rules, seed=rules.seed + index))
 
-    def start(self) -> "ProxyGroup":
+    def start(self) -> ProxyGroup:
         try:
             for proxy in self.proxies:
                 proxy.start()

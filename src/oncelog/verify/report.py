@@ -6,16 +6,18 @@ regenerates it), then per semantics every count, the verdict (kept, broken or in
 and why, what each fault did (``fault_outcomes``), and up to ``sample_size`` ids of each
 anomaly. The table's verdict is ✔ only for a run that kept its contract *and* proved
 something (``CheckResult.verdict``); its caption lists the faults that happened.
-matplotlib is imported only by ``write_chart`` (the ``verify`` extra), and only through its object-oriented API with the
-Agg canvas: no pyplot, no global backend switch, no display needed.
+matplotlib is imported only by ``write_chart`` (the ``verify`` extra), and only through its
+object-oriented API with the Agg canvas: no pyplot, no global backend switch, no display
+needed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rich import box
 from rich.console import Console

@@ -30,9 +30,9 @@ replication factor min(3, N), ``min.insync.replicas=2`` and unclean election off
 run waits until every partition has a leader and a full ISR before the delivery stage
 starts. The at-least-once and exactly-once producer presets already use ``acks=all``
 (``client.producer``), so they need no change to mean it on a cluster; at-most-once keeps
-``acks=0``. The workloads get the cluster's bootstrap list. Every process is started from this thread and tracked in
-``Children``; whatever happens (an error, Ctrl-C, SIGTERM) ``run()``'s ``finally`` stops
-them all before it returns or raises.
+``acks=0``. The workloads get the cluster's bootstrap list. Every process is started from
+this thread and tracked in ``Children``; whatever happens (an error, Ctrl-C, SIGTERM)
+``run()``'s ``finally`` stops them all before it returns or raises.
 
 Output folder (``--out``)::
 

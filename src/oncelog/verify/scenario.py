@@ -8,9 +8,10 @@ wrong), ``schedule()`` derives the seeded fault schedule, and ``to_dict()`` goes
 the Spark copy job into a ``TransactionalSink``; ``transform``, Kafka's own exactly-once end
 to end: the records go through a consume-transform-produce worker (one Kafka transaction
 per batch, offsets included) into an output topic, read with ``read_committed`` into the
-sink; and, to prove the verifier can fail, ``at-least-once-consumer`` delivers the exactly-once run with the at-least-once consumer
-while it keeps its exactly-once label - a deliberately broken configuration that the
-checker must catch (duplicates after ``kill-consumer``).
+sink; and, to prove the verifier can fail, ``at-least-once-consumer`` delivers the
+exactly-once run with the at-least-once consumer while it keeps its exactly-once label - a
+deliberately broken configuration that the checker must catch (duplicates after
+``kill-consumer``).
 
 ``transactional`` (asked for by name; ``all`` is the three guarantees) runs transactional
 producers that abort a share ``abort_probability`` of their transactions, read by the
@@ -20,9 +21,9 @@ report aborted reads and the broken contract.
 
 **Negative controls** (``control``, ``--control``): a deliberately broken configuration run
 through the real workload, broker and faults, so a user can see the checker catch each
-anomaly it claims to find. Each one breaks one semantics' run (the others in ``--semantics`` run as usual; without
-``--semantics``, only that one runs), which must break its contract with its anomaly
-(``CONTROLS``):
+anomaly it claims to find. Each one breaks one semantics' run (the others in
+``--semantics`` run as usual; without ``--semantics``, only that one runs), which must break
+its contract with its anomaly (``CONTROLS``):
 
 | control | semantics | what is broken | faults |
 |---|---|---|---|
@@ -46,7 +47,7 @@ exactly-once``.
 with no ZooKeeper; 2 or more is a ``LocalCluster`` with its own ZooKeeper, which the
 cluster faults (``kill-leader``, ``pause-broker``) need. ``--brokers`` and ``--bootstrap``
 exclude each other: one says which broker to use, the other asks to start some.
-"""
+"""  # noqa: E501 - a table's rows stay one line each
 
 from __future__ import annotations
 
@@ -128,7 +129,7 @@ class Scenario:
     @classmethod
     def build(cls, *, semantics: str | None, faults: str | None, duration_s: float, seed: int,
               brokers: int | None = None, control: str | None = None,
-              **options: Any) -> "Scenario":
+              **options: Any) -> Scenario:
         """``brokers=None``: not given (one broker, or none with ``bootstrap``);
         ``semantics``/``faults`` None: not given (all and ``DEFAULT_FAULTS``, or the
         control's own)."""

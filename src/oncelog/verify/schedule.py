@@ -41,8 +41,9 @@ from __future__ import annotations
 import json
 import random
 import secrets
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from .checker import normalize_semantics
 
@@ -79,7 +80,7 @@ class ScheduledFault:
         return {"at_s": self.at_s, "name": self.name, "params": dict(self.params)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ScheduledFault":
+    def from_dict(cls, data: dict[str, Any]) -> ScheduledFault:
         return cls(float(data["at_s"]), _validate_name(data["name"]), dict(data.get("params", {})))
 
 
@@ -106,7 +107,7 @@ class FaultSchedule:
 
     @classmethod
     def generate(cls, seed: int, faults: Iterable[str], duration_s: float,
-                 semantics: str) -> "FaultSchedule":
+                 semantics: str) -> FaultSchedule:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"the seed must be an integer, not {seed!r}")
         if not duration_s > 0:
@@ -130,7 +131,7 @@ class FaultSchedule:
                 "faults": [fault.to_dict() for fault in self.faults]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "FaultSchedule":
+    def from_dict(cls, data: dict[str, Any]) -> FaultSchedule:
         return cls(int(data["seed"]), float(data["duration_s"]), data["semantics"],
                    tuple(_validate_name(name) for name in data.get("requested", ())),
                    tuple(ScheduledFault.from_dict(fault) for fault in data["faults"]))
@@ -139,7 +140,7 @@ class FaultSchedule:
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "FaultSchedule":
+    def from_json(cls, text: str) -> FaultSchedule:
         return cls.from_dict(json.loads(text))
 
 

@@ -124,7 +124,7 @@ class Groups:
                                             new_uuid=lambda: uuid.UUID(int=next(self.uuids)))
         self.coordinator.load()
 
-    def restarted(self) -> "Groups":
+    def restarted(self) -> Groups:
         """A new coordinator over the same log and clock: what a broker restart does."""
         return Groups(self.log, self.clock, self.uuids, **{
             "initial_rebalance_delay_ms": self.config.initial_rebalance_delay_ms,

@@ -21,7 +21,8 @@ from tests.fake_clock import START_MS, FakeClock
 DAY_MS = 24 * 3600 * 1000
 
 def open_log(path: Path, clock: FakeClock, segment_bytes: int = 1024) -> Log:
-    return Log.open(path / "__consumer_offsets-0", LogConfig(segment_bytes=segment_bytes, compacted=True), clock)
+    return Log.open(path / "__consumer_offsets-0",
+                    LogConfig(segment_bytes=segment_bytes, compacted=True), clock)
 
 
 def append(log: Log, clock: FakeClock, pairs: list[tuple[bytes | None, bytes | None]],
@@ -121,7 +122,7 @@ def test_tombstones_are_kept_until_delete_retention_then_removed(tmp_path):
     log = open_log(tmp_path, clock)
     append(log, clock, [(b"gone", b"v")])
     append(log, clock, [(b"gone", None)])
-    for i in range(20):
+    for _ in range(20):
         append(log, clock, [(b"other", b"x" * 100)])
     cleaner = LogCleaner()
 
@@ -143,7 +144,7 @@ def test_records_without_keys_and_a_producers_last_batch_are_left_alone(tmp_path
     log = open_log(tmp_path, clock)
     append(log, clock, [(None, b"no key")])
     append(log, clock, [(b"p", b"old")], producer_id=7, producer_epoch=0, base_sequence=0)
-    for i in range(20):
+    for _ in range(20):
         append(log, clock, [(b"p", b"x" * 100)])
     clean(log, clock.now, DAY_MS)
     kept = entries(log)

@@ -37,7 +37,8 @@ class Writer:
 
     def __init__(self, path: Path, clock: FakeClock, segment_bytes: int = 600) -> None:
         self.clock = clock
-        self.log = Log.open(path / "topic-0", LogConfig(segment_bytes=segment_bytes, compacted=True), clock)
+        self.log = Log.open(path / "topic-0",
+                            LogConfig(segment_bytes=segment_bytes, compacted=True), clock)
         self.state = ProducerStateManager("topic-0")
         self.sequences: dict[int, int] = {}
 
@@ -419,7 +420,8 @@ def test_a_crash_mid_swap_never_hides_a_committed_record_or_shows_an_aborted_one
     w.marker(1, commit=True)
     w.data(2, [(b"c", b"2")])
     w.marker(2, commit=True)
-    w.log.config = LogConfig(segment_bytes=100, compacted=True)  # the next append rolls: all above is sealed
+    # the next append rolls: all above is sealed
+    w.log.config = LogConfig(segment_bytes=100, compacted=True)
     w.plain([(b"tail", b"x")])
     assert len(w.log.segment_base_offsets) == 2
     clock.now += 2 * DAY_MS

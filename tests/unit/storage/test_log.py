@@ -443,8 +443,8 @@ def test_a_new_directory_starts_at_offset_zero(tmp_path, clock):
 
 
 def _lose_segments_after_a_power_cut(tmp_path, clock, **settings):
-    """Four segments (0, 3, 6, 9) of one-record batches; then, as a power cut after rolls that were never
-    fsynced, the last two segments' files come back empty."""
+    """Four segments (0, 3, 6, 9) of one-record batches; then, as a power cut after rolls that
+    were never fsynced, the last two segments' files come back empty."""
     one = len(batch(b"v0-0"))
     log = open_log(tmp_path, clock, segment_bytes=3 * one, **settings)
     expected = fill(log, 10)

@@ -211,7 +211,7 @@ def test_a_rescanned_sealed_segment_is_rebuilt_too(tmp_path, clock):
 
 def test_a_region_knows_the_offset_after_its_last_batch(tmp_path, clock):
     log = open_log(tmp_path, clock)
-    for i in range(5):
+    for _ in range(5):
         log.append(bytearray(make_batch([b"a", b"b"])), 0)  # batches at 0, 2, 4, 6, 8
     region = log.read(2, 1 << 20, max_offset=7, region_min_bytes=1)
     assert isinstance(region, FileRegion) and region.next_offset == 8

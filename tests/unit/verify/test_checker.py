@@ -210,7 +210,7 @@ def clean_histories(draw) -> tuple[History, list[str]]:
     for producer, partition in sends:
         queue = queues.setdefault(partition, {}).setdefault(producer, [])
         queue.append(run.send(producer, partition))
-    for partition, by_producer in sorted(queues.items()):
+    for _partition, by_producer in sorted(queues.items()):
         while any(by_producer.values()):
             producer = draw(st.sampled_from(sorted(p for p, q in by_producer.items() if q)))
             run.deliver(by_producer[producer].pop(0))

@@ -64,13 +64,13 @@ async def handle(ctx: RequestContext, request) -> FetchResponse:
         await _wait_for_data(partitions, remaining)
 
 
-async def _wait_for_data(partitions: list[Partition], timeout: float) -> None:
+async def _wait_for_data(partitions: list[Partition], timeout_s: float) -> None:
     waiter = asyncio.get_running_loop().create_future()
     for partition in partitions:
         partition.add_data_waiter(waiter)
     try:
-        await asyncio.wait_for(waiter, timeout)
-    except asyncio.TimeoutError:
+        await asyncio.wait_for(waiter, timeout_s)
+    except TimeoutError:
         pass
     finally:
         for partition in partitions:

@@ -146,7 +146,7 @@ async def _wait_for_acks(result: PartitionResult, partition: Partition, required
     waiter = partition.wait_for_acks(required_offset)
     try:
         code = await asyncio.wait_for(waiter, max(timeout_ms, 0) / 1000)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         code, message = ErrorCode.REQUEST_TIMED_OUT, (
             f"{partition}: not replicated to the ISR {list(partition.isr)} within "
             f"{timeout_ms} ms")

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from ...protocol.errors import ErrorCode
 from ..timer import Timer

@@ -21,12 +21,14 @@ not take every group of the partition down with it.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable, Protocol, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ..internal_topic import Entry
-from .records import (GroupMetadataKey, OffsetCommitKey, decode_group_metadata_value,
-                      decode_key, decode_offset_commit_value, partition_for)
+from .records import (GroupMetadataKey, OffsetAndMetadata, OffsetCommitKey,
+                      decode_group_metadata_value, decode_key, decode_offset_commit_value,
+                      partition_for)
 from .state import DEAD, ClassicGroup
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ appended (committed offsets are applied by ``replay``, the same code that loads 
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from ...protocol.errors import ErrorCode
 from .manager import GROUP_WRITE_ERRORS, OFFSET_WRITE_ERRORS, GroupMetadataManager

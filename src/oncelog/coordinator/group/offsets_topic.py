@@ -10,7 +10,7 @@ whatever the config says now: moving groups between partitions would lose them.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ...partition import PartitionManager
 from ...protocol.errors import ErrorCode, KafkaError

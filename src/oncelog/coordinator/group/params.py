@@ -16,7 +16,7 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
 
     @classmethod
-    def from_broker_config(cls, config) -> "GroupConfig":
+    def from_broker_config(cls, config) -> GroupConfig:
         return cls(initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
                    min_session_timeout_ms=config["group.min.session.timeout.ms"],
                    max_session_timeout_ms=config["group.max.session.timeout.ms"],

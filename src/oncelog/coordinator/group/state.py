@@ -28,9 +28,9 @@ are called, never awaited.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable
 
 from ...protocol.errors import ErrorCode
 from .records import (GroupMetadataValue, MemberRecord, OffsetAndMetadata,
@@ -405,7 +405,7 @@ class ClassicGroup:
 
     @classmethod
     def from_record(cls, group_id: str, value: GroupMetadataValue,
-                    offsets: dict[tuple[str, int], OffsetAndMetadata]) -> "ClassicGroup":
+                    offsets: dict[tuple[str, int], OffsetAndMetadata]) -> ClassicGroup:
         """A group as the log last described it: STABLE with its members, or EMPTY."""
         group = cls(group_id, state=STABLE if value.members else EMPTY,
                     generation_id=value.generation_id,

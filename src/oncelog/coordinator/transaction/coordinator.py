@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ..record_codec import partition_for

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import WriteTxnMarkersRequest
@@ -54,7 +54,7 @@ async def write_marker_locally(broker, topic: str, index: int, producer_id: int,
         try:
             code = await asyncio.wait_for(partition.wait_for_acks(info.last_offset + 1),
                                           MARKER_TIMEOUT_MS / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             code = ErrorCode.REQUEST_TIMED_OUT
         if code != ErrorCode.NONE:
             return code

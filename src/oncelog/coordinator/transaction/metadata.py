@@ -16,8 +16,8 @@ with a bumped epoch, so the instance that started it can never finish it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ...protocol.errors import ErrorCode, KafkaError
 from .state import TransactionState, check_transition
@@ -41,7 +41,7 @@ class TransactionMetadata:
     next_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = -1  # the epoch before the last bump (a retried init matches it)
 
-    def _to(self, state: TransactionState, now_ms: int, **changes) -> "TransactionMetadata":
+    def _to(self, state: TransactionState, now_ms: int, **changes) -> TransactionMetadata:
         check_transition(self.transactional_id, self.state, state)
         return dataclasses.replace(self, state=state, last_update_ms=now_ms, **changes)
 

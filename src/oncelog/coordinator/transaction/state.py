@@ -12,7 +12,7 @@ CompleteCommit and CompleteAbort are at rest like Empty: the next AddPartitionsT
 the next transaction. Dead is a transactional id expired by ``transactional.id.expiration.ms``.
 Empty, CompleteCommit and CompleteAbort may also go to PrepareAbort: a client of transaction
 protocol v2 that does not know whether its transaction began ends it with an abort.
-"""
+"""  # noqa: E501 - the diagram is wider than a line
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class TransactionState(enum.Enum):
         self.expiration_allowed = expiration_allowed
 
     @classmethod
-    def from_id(cls, state_id: int) -> "TransactionState":
+    def from_id(cls, state_id: int) -> TransactionState:
         for state in cls:
             if state.id == state_id:
                 return state

@@ -12,7 +12,7 @@ moving transactional ids between partitions would lose them.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ...partition import PartitionManager
 from ..internal_topic import InternalTopic

@@ -29,8 +29,9 @@ import base64
 import datetime
 import decimal
 import json
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from .errors import SinkError, quote_identifier
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from .dialects import POSTGRESQL, SQLITE, Dialect
@@ -92,7 +93,7 @@ def with_password(url: str, password: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host}"))
 
 
-def open_database(url: str | Path) -> "Database":
+def open_database(url: str | Path) -> Database:
     """Connect to the database at ``url``; ``SinkError`` if it cannot be opened."""
     location = parse_url(url)
     if location.dialect is SQLITE:
@@ -100,7 +101,7 @@ def open_database(url: str | Path) -> "Database":
     return _open_postgresql(location)
 
 
-def _open_sqlite(location: DatabaseLocation) -> "Database":
+def _open_sqlite(location: DatabaseLocation) -> Database:
     try:
         # isolation_level=None: autocommit, so BEGIN/COMMIT below are ours alone
         connection = sqlite3.connect(location.target, timeout=SQLITE_BUSY_TIMEOUT_S,
@@ -115,7 +116,7 @@ def _open_sqlite(location: DatabaseLocation) -> "Database":
     return Database(connection, location)
 
 
-def _open_postgresql(location: DatabaseLocation) -> "Database":
+def _open_postgresql(location: DatabaseLocation) -> Database:
     try:
         import psycopg
     except ImportError as error:
@@ -174,7 +175,7 @@ class Database:
                             f"{first_line(error)}") from error
 
     @contextmanager
-    def transaction(self, doing: str) -> Iterator["Database"]:
+    def transaction(self, doing: str) -> Iterator[Database]:
         """BEGIN ... COMMIT; any exception rolls back, and driver errors become ``SinkError``.
 
         ``doing`` completes the error sentence, e.g. 'writing batch 3 to table "events"'.
@@ -204,7 +205,7 @@ class Database:
         except Exception:
             pass
 
-    def __enter__(self) -> "Database":
+    def __enter__(self) -> Database:
         return self
 
     def __exit__(self, *exc_info) -> None:

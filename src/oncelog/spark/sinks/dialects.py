@@ -19,12 +19,13 @@ import datetime
 import decimal
 import hashlib
 import sqlite3
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .columns import Column, to_json_text
 from .errors import quote_identifier
 
-_UTC = datetime.timezone.utc
+_UTC = datetime.UTC
 
 
 def _identity(value: Any) -> Any:

@@ -42,8 +42,8 @@ Invariants and caveats:
   columns only batch ids can be checked: a batch id below the last committed one is refused.
 - Rows are streamed with ``toLocalIterator`` (``columns.local_rows``: the next partition is
   computed while the driver inserts the current one) and inserted ``chunk_size`` at a time:
-  the driver holds two Spark partitions at most, never the whole batch. A batch is one transaction, so its size
-  is bounded by what the database accepts in one.
+  the driver holds two Spark partitions at most, never the whole batch. A batch is one
+  transaction, so its size is bounded by what the database accepts in one.
 - A connection is opened per batch and closed after: the sink holds no connection, so it can
   be pickled (Spark Connect ships foreachBatch functions to the server).
 """
@@ -51,8 +51,9 @@ Invariants and caveats:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from .columns import Column, OffsetTracker, check_column_names, columns_from_schema, spark_rows
 from .database import Database, open_database, parse_url, split_password

@@ -19,8 +19,9 @@ key or unique constraint on exactly the key columns, or the database rejects the
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from .columns import check_column_names, columns_from_schema, spark_rows
 from .database import Database, open_database, parse_url

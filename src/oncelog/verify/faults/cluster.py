@@ -31,7 +31,7 @@ does.
 
 Metadata is asked of each broker directly (``client.metadata.fetch_metadata`` to one
 address), not through a client that may answer from any broker it likes.
-"""
+"""  # noqa: E501 - a table's rows stay one line each
 
 from __future__ import annotations
 

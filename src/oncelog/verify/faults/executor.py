@@ -6,26 +6,26 @@ client-mode driver on this machine; its executors run on the cluster's workers.
 
 **Inject.** Find the copy job's application (its ``app APP_ID ui URL`` line) and, through
 the driver's status REST API (``spark.status``), its live executors. Unless a batch is
-being written already, wait (at most ``wait_s``) for the job to print ``batch N writing`` - the sink has asked for batch N's
-rows, so its reading tasks are being scheduled - then poll the API for an executor with
-tasks running and SIGKILL its JVM (found by its command line in ``/proc``:
-``spark.standalone.executor_pid``), so the tasks die with it. If no executor shows a running
-task before the batch is written (small batches are quick), a seeded one is killed anyway
-and the event says "between tasks". An executor that does not run on this machine (a user's
-cluster with remote workers) has no pid here: the fault does not land, and says so.
+being written already, wait (at most ``wait_s``) for the job to print ``batch N writing`` -
+the sink has asked for batch N's rows, so its reading tasks are being scheduled - then poll
+the API for an executor with tasks running and SIGKILL its JVM (found by its command line in
+``/proc``: ``spark.standalone.executor_pid``), so the tasks die with it. If no executor shows
+a running task before the batch is written (small batches are quick), a seeded one is killed
+anyway and the event says "between tasks". An executor that does not run on this machine (a
+user's cluster with remote workers) has no pid here: the fault does not land, and says so.
 
 **Heal.** Nothing to restart: Spark does it. The standalone Master sees the executor exit
 and launches a new one for the application; the driver marks the lost executor's running
 tasks failed (``ExecutorLostFailure``, which does not count towards
 ``spark.task.maxFailures``) and runs them again on the others. (Its status API stops
 updating a removed executor, so those tasks stay "running" on the dead one: that count is
-``lost_tasks``, and the batch it hit being written after the kill shows they ran again.) Heal *observes* that, for at
-most ``recover_timeout_s``: a new executor registered and ran tasks, and the job wrote a
-batch after the kill. The wait shifts the rest of the schedule by as long (``shift_s``,
-see ``faults.nemesis``), so later faults keep their spacing. The heal event records the
-replacement executor(s), how long they took, the killed executor's failed (lost, re-run)
-tasks and the first batch written after the kill; ``landing`` turns that into the fault's
-outcome.
+``lost_tasks``, and the batch it hit being written after the kill shows they ran again.)
+Heal *observes* that, for at most ``recover_timeout_s``: a new executor registered and ran
+tasks, and the job wrote a batch after the kill. The wait shifts the rest of the schedule by
+as long (``shift_s``, see ``faults.nemesis``), so later faults keep their spacing. The heal
+event records the replacement executor(s), how long they took, the killed executor's failed
+(lost, re-run) tasks and the first batch written after the kill; ``landing`` turns that into
+the fault's outcome.
 
 **Ready.** Not before the copy job is steady (it wrote a batch since it last started) and
 its application has as many live executors as it has had at most: a second kill waits for

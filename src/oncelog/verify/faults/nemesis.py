@@ -21,7 +21,8 @@ shifts by as much, the same way, so the next fault still comes after its gap.
 from __future__ import annotations
 
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from ..history import FaultEvent, HistoryWriter
 from ..schedule import FaultSchedule, ScheduledFault

@@ -13,8 +13,9 @@ class DropAcks:
     front of each broker) drops the responses to a ``rate`` of Produce requests after the
     broker handled them (``mode`` close: and cuts the connection, so the producer retries at
     once; ``request``, the reordered control's: the request itself is swallowed, never written,
-while later ones are, and the client sends it again after its request timeout). Under ``acks=0`` there are no responses
-    to drop, and the fault does nothing, which the event's ``dropped`` count shows."""
+    while later ones are, and the client sends it again after its request timeout). Under
+    ``acks=0`` there are no responses to drop, and the fault does nothing, which the event's
+    ``dropped`` count shows."""
 
     name = "drop-acks"
 

@@ -39,7 +39,7 @@ A stage knows whether it was killed on purpose (``down``), so the runner can tel
 from a process that died on its own (``exited_unexpectedly``), and whether it has recovered
 from its last start (``steady``: a consumer has its partitions; the copy job has written a
 batch), which the nemesis waits for before it kills it again.
-"""
+"""  # noqa: E501 - a table's rows stay one line each
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ import json
 import re
 import signal
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ..processes import ChildProcess, Children
 from . import consumer as consumer_worker

@@ -36,7 +36,7 @@ import random
 import signal
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["command", "main"]
 

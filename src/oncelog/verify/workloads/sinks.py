@@ -36,9 +36,9 @@ one sentence.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from ...spark.sinks.database import Database, open_database, parse_url
 from ...spark.sinks.dialects import SQLITE
@@ -171,7 +171,7 @@ class DeliveriesTable(_Table):
     default_table = "deliveries"
     columns = (("id", "text"), ("topic", "text"), ("partition", "integer"),
                ("offset", "bigint"), ("time", "double"))
-    def writer(self) -> "DeliveryWriter":
+    def writer(self) -> DeliveryWriter:
         return DeliveryWriter(self.url, self.table)
 
     def delivered(self):
