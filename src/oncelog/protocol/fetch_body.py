@@ -20,8 +20,28 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+from typing import TYPE_CHECKING, Protocol, cast
 
 from .varints import write_uvarint
+
+if TYPE_CHECKING:
+    from kafka.protocol.consumer import FetchResponse
+
+    PartitionData = FetchResponse.FetchableTopicResponse.PartitionData
+
+
+class RecordSource(Protocol):
+    """Records sent from where they lie (storage's ``FileRegion``): their size, and their
+    bytes for a response that must be encoded whole."""
+
+    def __len__(self) -> int: ...
+
+    def read(self) -> bytes: ...
+
+
+# A part of an encoded response; a record set in a Fetch response is one of these too (the
+# codec's type for it says bytes: only what the codec itself can encode).
+Part = bytes | bytearray | memoryview | RecordSource
 
 # Below this the copy costs less than the extra parts and writes.
 SPLICE_MIN_BYTES = 64 * 1024
@@ -30,25 +50,34 @@ _INT32 = struct.Struct(">i")
 _counter = itertools.count()
 
 
-def encode_fetch_body(response, version: int, flexible: bool) -> list:
+def _records(partition: PartitionData) -> Part | None:
+    return cast("Part | None", partition.records)
+
+
+def _set_records(partition: PartitionData, records: Part) -> None:
+    partition.records = cast(bytes, records)
+
+
+def encode_fetch_body(response: FetchResponse, version: int, flexible: bool) -> list[Part]:
     """The encoded body of FetchResponse ``response`` as parts (see the module)."""
     large = [partition for topic in response.responses for partition in topic.partitions
-             if partition.records is not None and len(partition.records) >= SPLICE_MIN_BYTES]
+             if len(_records(partition) or b"") >= SPLICE_MIN_BYTES]
     if not large:
         return [response.encode(version=version)]
-    records = [partition.records for partition in large]
+    records = [cast(Part, _records(partition)) for partition in large]
     stem = os.urandom(_MARKER_BYTES - 8)
     markers = [stem + struct.pack(">Q", next(_counter)) for _ in large]
     try:
         for partition, marker in zip(large, markers):
-            partition.records = marker
+            _set_records(partition, marker)
         body = bytes(response.encode(version=version))
     finally:
         for partition, data in zip(large, records):
-            partition.records = data
+            _set_records(partition, data)
     # compact bytes (flexible versions): uvarint(length + 1); otherwise int32 length
     prefix_size = len(write_uvarint(_MARKER_BYTES + 1)) if flexible else 4
-    parts, position = [], 0
+    parts: list[Part] = []
+    position = 0
     for marker, data in zip(markers, records):
         at = body.find(marker, position)
         if at < position + prefix_size:  # not where a records field can be: no splicing
@@ -60,14 +89,16 @@ def encode_fetch_body(response, version: int, flexible: bool) -> list:
     return parts
 
 
-def _encode_whole(response, large: list, records: list, version: int) -> bytes:
+def _encode_whole(response: FetchResponse, large: list[PartitionData], records: list[Part],
+                  version: int) -> bytearray:
     """The codec's plain encoding; records that are not bytes (a storage ``FileRegion``,
     sent from its file when spliced) are read first."""
     try:
         for partition, data in zip(large, records):
             if not isinstance(data, (bytes, bytearray, memoryview)):
                 partition.records = data.read()
-        return response.encode(version=version)
+        encoded: bytearray = response.encode(version=version)
+        return encoded
     finally:
         for partition, data in zip(large, records):
-            partition.records = data
+            _set_records(partition, data)

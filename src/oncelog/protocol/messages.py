@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse,
                                   CreateTopicsRequest, CreateTopicsResponse,
@@ -62,11 +64,12 @@ from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddOffsetsToTxnResp
                                      InitProducerIdResponse, ProduceRequest, ProduceResponse,
                                      TxnOffsetCommitRequest, TxnOffsetCommitResponse,
                                      WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas.fields.codegen import CodegenContext
 
 from .api_keys import ApiKey
 from .errors import ErrorCode, KafkaError
-from .fetch_body import encode_fetch_body
+from .fetch_body import Part, encode_fetch_body
 from .varints import read_uvarint
 
 __all__ = [
@@ -132,7 +135,7 @@ __all__ = [
     "TxnOffsetCommitResponse",
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
-    "RequestHeader", "decode_request_header", "decode_request", "encode_response",
+    "ApiMessage", "RequestHeader", "decode_request_header", "decode_request", "encode_response",
 ]
 
 # Every codec pair the broker may serve. A pair listed here is decodable; what is served
@@ -170,8 +173,8 @@ _PAIRS = (
     (DescribeTransactionsRequest, DescribeTransactionsResponse),
     (ListTransactionsRequest, ListTransactionsResponse),
 )
-REQUESTS = {request.API_KEY: request for request, _ in _PAIRS}
-RESPONSES = {response.API_KEY: response for _, response in _PAIRS}
+REQUESTS: dict[int, type[ApiMessage]] = {request.API_KEY: request for request, _ in _PAIRS}
+RESPONSES: dict[int, type[ApiMessage]] = {response.API_KEY: response for _, response in _PAIRS}
 
 _HEADER_FIXED = struct.Struct(">hhih")
 _CORRELATION = struct.Struct(">i")
@@ -273,7 +276,7 @@ class _BoundedDecoderContext(CodegenContext):
     _BYTES_COPY = re.compile(r"(\s*_val\d+) = bytes\((data\[pos:pos\+_ln\d+\])\)$")
 
     def __init__(self, bytes_as: str = "bytes") -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # kafka-python is unannotated
         self.globs.update(_ViewReader=_ViewReader, _refuse=_refuse)
         self.checks = 0
         # bytes fields as "bytes" (the codec's copy), "bytearray": the request owns a mutable
@@ -282,25 +285,25 @@ class _BoundedDecoderContext(CodegenContext):
         # (a follower's fetch response, appended before its buffer is reused)
         self.bytes_as = bytes_as
 
-    def emit(self, indent, line):
+    def emit(self, indent: str, line: str) -> None:
         if match := self._ARRAY.match(line):
             count = match.group(1)
-            super().emit(indent, f"if {count} > len(data) - pos or {count} < -1: "
-                                 f"raise _refuse('array of', {count}, len(data) - pos)")
-            super().emit(indent, f"_budget[0] -= {count}")
-            super().emit(indent, f"if _budget[0] < 0: raise _refuse('more than "
-                                 f"{MAX_ELEMENTS} array entries: another', {count}, "
-                                 f"len(data) - pos)")
+            self._emit(indent, f"if {count} > len(data) - pos or {count} < -1: "
+                               f"raise _refuse('array of', {count}, len(data) - pos)")
+            self._emit(indent, f"_budget[0] -= {count}")
+            self._emit(indent, f"if _budget[0] < 0: raise _refuse('more than "
+                               f"{MAX_ELEMENTS} array entries: another', {count}, "
+                               f"len(data) - pos)")
             self.checks += 1
         elif match := self._LENGTH.match(line):
             length = match.group(1)
-            super().emit(indent, f"if {length} > len(data) - pos: "
-                                 f"raise _refuse('length', {length}, len(data) - pos)")
+            self._emit(indent, f"if {length} > len(data) - pos: "
+                               f"raise _refuse('length', {length}, len(data) - pos)")
             self.checks += 1
         elif match := self._VARINT_SHIFT.match(line):
-            super().emit(indent, line)
-            super().emit(indent, f"{match.group(1)}if {match.group(2)} > 63: "
-                                 f"raise _refuse('varint longer than', 10, len(data) - pos)")
+            self._emit(indent, line)
+            self._emit(indent, f"{match.group(1)}if {match.group(2)} > 63: "
+                               f"raise _refuse('varint longer than', 10, len(data) - pos)")
             self.checks += 1
             return
         elif match := self._TAGGED_COPY.match(line):
@@ -309,13 +312,20 @@ class _BoundedDecoderContext(CodegenContext):
         elif self.bytes_as != "bytes" and (match := self._BYTES_COPY.match(line)):
             copy = "bytearray" if self.bytes_as == "bytearray" else ""
             line = f"{match.group(1)} = {copy}({match.group(2)})"
-        super().emit(indent, line)
+        self._emit(indent, line)
+
+    def _emit(self, indent: str, line: str) -> None:
+        super().emit(indent, line)  # type: ignore[no-untyped-call]  # kafka-python is unannotated
 
 
-_DECODERS: dict[tuple[str, int, str], object] = {}
+# f(body, position, budget) -> (message, end position); budget: [array entries left]
+Decoder = Callable[[memoryview, int, list[int]], tuple[Any, int]]
+
+_DECODERS: dict[tuple[str, int, str], Decoder] = {}
 
 
-def bounded_decoder(cls, version: int, bytes_as: str | None = None):
+def bounded_decoder(cls: type[ApiMessage], version: int, bytes_as: str | None = None
+                    ) -> Decoder:
     """``f(body, pos, budget) -> (message, end)`` for one message class and version; bytes
     fields as ``_BoundedDecoderContext`` says (default: a Produce request's as bytearrays,
     others as bytes)."""
@@ -336,15 +346,16 @@ def bounded_decoder(cls, version: int, bytes_as: str | None = None):
         finally:
             struct_field._data_class = saved
         ctx.emit("    ", "return obj, pos")
-        exec(compile(ctx.source(), f"<bounded_decode:{cls.name}_v{version}>", "exec"),
-             ctx.globs)
+        source = ctx.source()  # type: ignore[no-untyped-call]  # kafka-python is unannotated
+        exec(compile(source, f"<bounded_decode:{cls.name}_v{version}>", "exec"), ctx.globs)
         decoder = _DECODERS[key] = ctx.globs["_decode"]
     return decoder
 
 
-def decode_response_views(api_key: int, version: int, body: memoryview):
+def decode_response_views(api_key: int, version: int, body: memoryview) -> Any:
     """A response body, bounded like a request's, its bytes fields views of ``body`` (no
-    copy: valid only while ``body`` is). ValueError for anything that does not parse."""
+    copy: valid only while ``body`` is). ValueError for anything that does not parse.
+    Typed Any: the response class is ``RESPONSES[api_key]``, known to the caller only."""
     cls = RESPONSES[api_key]
     try:
         response, end = bounded_decoder(cls, version, "view")(body, 0, [MAX_ELEMENTS])
@@ -356,7 +367,7 @@ def decode_response_views(api_key: int, version: int, body: memoryview):
     return response
 
 
-def decode_request(header: RequestHeader, frame: bytes | memoryview):
+def decode_request(header: RequestHeader, frame: bytes | memoryview) -> ApiMessage:
     """Decode the body; raise KafkaError(INVALID_REQUEST) for anything that does not parse."""
     cls = REQUESTS[header.api_key]
     if not 0 <= header.api_version <= cls.max_version:
@@ -367,6 +378,7 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview):
         # Keeps the end position cls.decode drops: a string or bytes field cut short by the
         # end of the frame would decode as a shorter value, and only the position tells.
         decode = bounded_decoder(cls, header.api_version)
+        request: ApiMessage
         request, end = decode(body, 0, [MAX_ELEMENTS])
     except KafkaError:
         raise
@@ -382,7 +394,11 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview):
     return request
 
 
-def _null_checks(message_class, version: int) -> tuple:
+# (field name, nullable, the checks of its nested fields, is an array), per field
+_NullCheck = tuple[str, bool, "tuple[_NullCheck, ...]", bool]
+
+
+def _null_checks(message_class: type[ApiMessage], version: int) -> tuple[_NullCheck, ...]:
     """(field name, nullable, nested checks, is array) for each field present at ``version``.
 
     The codec decodes a null where the schema forbids one (a compact array of length 0, a
@@ -395,8 +411,8 @@ def _null_checks(message_class, version: int) -> tuple:
     return checks
 
 
-def _field_checks(fields: dict, version: int) -> tuple:
-    checks = []
+def _field_checks(fields: dict[str, Any], version: int) -> tuple[_NullCheck, ...]:
+    checks: list[_NullCheck] = []
     for name, field in fields.items():
         if not field.for_version_q(version) or field.tagged_field_q(version):
             continue
@@ -409,10 +425,10 @@ def _field_checks(fields: dict, version: int) -> tuple:
     return tuple(checks)
 
 
-_NULL_CHECKS: dict[tuple[int, int], tuple] = {}
+_NULL_CHECKS: dict[tuple[int, int], tuple[_NullCheck, ...]] = {}
 
 
-def _check_nulls(value, checks: tuple, path: str) -> None:
+def _check_nulls(value: object, checks: tuple[_NullCheck, ...], path: str) -> None:
     for name, nullable, nested, is_array in checks:
         item = getattr(value, name, None)
         if item is None:
@@ -434,13 +450,22 @@ def can_encode(api_key: int, api_version: int) -> bool:
     return cls is not None and 0 <= api_version <= cls.max_version
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, response) -> tuple:
+class Response(Protocol):
+    """What a handler answers: a codec message, or an encoder of oncelog's own (the Produce
+    response, ApiVersions' answer encoded once)."""
+
+    def encode(self, version: int) -> bytes | bytearray: ...
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, response: Response
+                    ) -> tuple[Part, ...]:
     """Frame a response as parts to write in order: one (size, header and body) for most; a
     Fetch response with large record sets comes as more parts, its records not copied
     (``fetch_body``), the first part starting with the size and header."""
     cls = RESPONSES[api_key]
     flexible = cls.flexible_version_q(api_version)
-    if api_key == ApiKey.FETCH:
+    parts: list[Part]
+    if api_key == ApiKey.FETCH and isinstance(response, FetchResponse):
         parts = encode_fetch_body(response, api_version, flexible)
     else:
         parts = [response.encode(version=api_version)]
@@ -449,5 +474,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, respons
     flexible_header = flexible and api_key != ApiKey.API_VERSIONS
     header = _CORRELATION.pack(correlation_id) + (b"\x00" if flexible_header else b"")
     prefix = struct.pack(">i", len(header) + sum(map(len, parts))) + header
+    body = parts[0]
+    assert isinstance(body, (bytes, bytearray, memoryview)), "a body starts with its bytes"
     # One part, one write: each write to a loopback socket wakes the client once.
-    return (prefix + parts[0], *parts[1:])
+    return (prefix + body, *parts[1:])

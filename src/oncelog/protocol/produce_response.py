@@ -17,8 +17,12 @@ the codec's.
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING, TypeAlias
 
 from .varints import write_uvarint
+
+if TYPE_CHECKING:
+    from .messages import ProduceResponse as Codec
 
 VERSIONS = range(3, 12)
 FLEXIBLE_FROM = 9
@@ -60,11 +64,14 @@ class PartitionProduceResponse:
     __slots__ = ("index", "error_code", "base_offset", "log_append_time_ms",
                  "log_start_offset", "record_errors", "error_message", "current_leader")
 
-    LeaderIdAndEpoch = LeaderIdAndEpoch
+    # nested as in the codec's classes (PartitionProduceResponse.LeaderIdAndEpoch)
+    LeaderIdAndEpoch: TypeAlias = LeaderIdAndEpoch
+    BatchIndexAndErrorMessage: TypeAlias = BatchIndexAndErrorMessage
 
     def __init__(self, index: int, error_code: int, base_offset: int = -1,
                  log_append_time_ms: int = -1, log_start_offset: int = -1,
-                 record_errors: list | None = None, error_message: str | None = None,
+                 record_errors: list[BatchIndexAndErrorMessage] | None = None,
+                 error_message: str | None = None,
                  current_leader: LeaderIdAndEpoch | None = None) -> None:
         self.index = index
         self.error_code = error_code
@@ -79,9 +86,9 @@ class PartitionProduceResponse:
 class TopicProduceResponse:
     __slots__ = ("name", "partition_responses")
 
-    PartitionProduceResponse = PartitionProduceResponse
+    PartitionProduceResponse: TypeAlias = PartitionProduceResponse
 
-    def __init__(self, name: str, partition_responses: list) -> None:
+    def __init__(self, name: str, partition_responses: list[PartitionProduceResponse]) -> None:
         self.name = name
         self.partition_responses = partition_responses
 
@@ -89,11 +96,11 @@ class TopicProduceResponse:
 class ProduceResponse:
     __slots__ = ("responses", "throttle_time_ms", "node_endpoints")
 
-    TopicProduceResponse = TopicProduceResponse
-    NodeEndpoint = NodeEndpoint
+    TopicProduceResponse: TypeAlias = TopicProduceResponse
+    NodeEndpoint: TypeAlias = NodeEndpoint
 
-    def __init__(self, responses: list, throttle_time_ms: int = 0,
-                 node_endpoints: list | None = None) -> None:
+    def __init__(self, responses: list[TopicProduceResponse], throttle_time_ms: int = 0,
+                 node_endpoints: list[NodeEndpoint] | None = None) -> None:
         self.responses = responses
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = node_endpoints if node_endpoints is not None else []
@@ -128,25 +135,30 @@ class ProduceResponse:
         """A version the broker does not serve, answered UNSUPPORTED_VERSION or
         INVALID_REQUEST at the version asked (``broker.dispatch``): the codec writes it."""
         from .messages import ProduceResponse as Codec
-        topic_cls = Codec.TopicProduceResponse
-        partition_cls = topic_cls.PartitionProduceResponse
         return bytes(Codec(throttle_time_ms=self.throttle_time_ms, node_endpoints=[
             Codec.NodeEndpoint(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
             for n in self.node_endpoints], responses=[
-            topic_cls(name=t.name, partition_responses=[partition_cls(
-                index=p.index, error_code=p.error_code, base_offset=p.base_offset,
-                log_append_time_ms=p.log_append_time_ms, log_start_offset=p.log_start_offset,
-                error_message=p.error_message, record_errors=[
-                    partition_cls.BatchIndexAndErrorMessage(
-                        batch_index=e.batch_index,
-                        batch_index_error_message=e.batch_index_error_message)
-                    for e in p.record_errors],
-                **({} if p.current_leader is None else {
-                    "current_leader": partition_cls.LeaderIdAndEpoch(
-                        leader_id=p.current_leader.leader_id,
-                        leader_epoch=p.current_leader.leader_epoch)}))
-                for p in t.partition_responses])
+            Codec.TopicProduceResponse(name=t.name, partition_responses=[
+                _codec_partition(p) for p in t.partition_responses])
             for t in self.responses]).encode(version=version))
+
+
+def _codec_partition(partition: PartitionProduceResponse
+                     ) -> Codec.TopicProduceResponse.PartitionProduceResponse:
+    from .messages import ProduceResponse as Codec
+    codec_cls = Codec.TopicProduceResponse.PartitionProduceResponse
+    p = partition
+    codec = codec_cls(
+        index=p.index, error_code=p.error_code, base_offset=p.base_offset,
+        log_append_time_ms=p.log_append_time_ms, log_start_offset=p.log_start_offset,
+        error_message=p.error_message, record_errors=[
+            codec_cls.BatchIndexAndErrorMessage(
+                batch_index=e.batch_index, batch_index_error_message=e.batch_index_error_message)
+            for e in p.record_errors])
+    if p.current_leader is not None:  # absent, not None: the codec writes its default then
+        codec.current_leader = codec_cls.LeaderIdAndEpoch(
+            leader_id=p.current_leader.leader_id, leader_epoch=p.current_leader.leader_epoch)
+    return codec
 
 
 def _partition(out: bytearray, partition: PartitionProduceResponse, version: int,

@@ -8,6 +8,7 @@ Decompression is delegated to cramjam (gzip, snappy raw and xerial-framed, lz4 f
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import cramjam
@@ -79,7 +80,7 @@ def decompress(codec: int, data: bytes) -> bytes:
     raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"compression type {codec}")
 
 
-def _bounded(decompress_into, data: bytes) -> bytes:
+def _bounded(decompress_into: Callable[[bytes, bytearray], int], data: bytes) -> bytes:
     """Decompress into a buffer that grows fourfold while too small, never past the bound:
     memory follows what the batch really holds, up to MAX_DECOMPRESSED_BYTES."""
     size = min(MAX_DECOMPRESSED_BYTES, max(64 * 1024, _FIRST_GUESS_RATIO * len(data)))
@@ -171,7 +172,7 @@ def decode_records(batch: bytes, header: BatchHeader | None = None) -> list[Reco
 
 
 def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
-                  value: bytes | None, headers: list[tuple[str, bytes | None]] = ()) -> bytes:
+                  value: bytes | None, headers: Sequence[tuple[str, bytes | None]] = ()) -> bytes:
     body = bytearray(b"\x00")
     body += _write_varint(timestamp_delta)
     body += _write_varint(offset_delta)

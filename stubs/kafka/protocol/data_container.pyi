@@ -1,0 +1,29 @@
+# kafka-python's DataContainer, the base class of every message and nested entry, as mypy
+# should see it: without its __getattr__.
+#
+# At run time __getattr__ answers a field that the decoded version does not carry with the
+# schema's default. To mypy it would say that any attribute exists and is Any, so a misspelt
+# field (request.transactional_idd) would pass unseen. The fields themselves are declared by
+# kafka-python's generated stubs (kafka/protocol/*/*.pyi, every field of every version, from
+# the same JSON schemas as the codecs), which name this class as their base.
+from typing import Any
+
+from kafka.util import classproperty
+
+class SlotsBuilder(type): ...
+
+class DataContainer(metaclass=SlotsBuilder):
+    tags: set[str] | None
+    unknown_tags: dict[str, Any] | None
+    _struct: Any  # the schema: set on each message class
+    def __init__(self, *args: Any, version: int | None = None, **field_vals: Any) -> None: ...
+    @property
+    def version(self) -> int | None: ...
+    def encode(self, *args: Any, **kwargs: Any) -> bytes: ...
+    def encode_into(self, out: Any, *args: Any, **kwargs: Any) -> None: ...
+    @classmethod
+    def decode(cls, data: Any, **kwargs: Any) -> Any: ...
+    @classproperty
+    def fields(cls) -> dict[str, Any]: ...
+    def to_dict(self, meta: bool = False, json: bool = True) -> dict[str, Any]: ...
+    def __getitem__(self, key: int | slice) -> Any: ...
