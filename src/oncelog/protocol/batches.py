@@ -26,6 +26,10 @@ import crc32c as _crc32c
 
 from .errors import ErrorCode, KafkaError
 
+# What the read-only functions below take: a Produce request's records are a bytearray, a
+# follower's a view of its response buffer.
+ReadableBuffer = bytes | bytearray | memoryview
+
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: bytes not counted by batch_length
@@ -51,7 +55,7 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
 
-def crc32c(data: bytes | memoryview) -> int:
+def crc32c(data: ReadableBuffer) -> int:
     return _crc32c.crc32c(data)
 
 
@@ -104,18 +108,18 @@ class BatchHeader(NamedTuple):
 _make_header = BatchHeader._make
 
 
-def parse_header(buffer: bytes | memoryview, position: int = 0) -> BatchHeader:
+def parse_header(buffer: ReadableBuffer, position: int = 0) -> BatchHeader:
     """Decode the 61-byte header at ``position``; the caller checks there are 61 bytes."""
     return _make_header(HEADER.unpack_from(buffer, position))
 
 
-def peek_offset_and_size(buffer: bytes | memoryview, position: int) -> tuple[int, int]:
+def peek_offset_and_size(buffer: ReadableBuffer, position: int) -> tuple[int, int]:
     """Return (base_offset, total batch size) from the first 12 bytes at ``position``."""
     base_offset, batch_length = _OFFSET_AND_LENGTH.unpack_from(buffer, position)
     return base_offset, batch_length + LOG_OVERHEAD
 
 
-def validate_batch(buffer: bytes | memoryview, position: int, end: int) -> BatchHeader:
+def validate_batch(buffer: ReadableBuffer, position: int, end: int) -> BatchHeader:
     """Check one client-sent batch that starts at ``position`` and must end by ``end``.
 
     Raises ``KafkaError`` with CORRUPT_MESSAGE (lengths or CRC wrong: the bytes were damaged)
@@ -154,7 +158,7 @@ def validate_batch(buffer: bytes | memoryview, position: int, end: int) -> Batch
     return header
 
 
-def iter_headers(buffer: bytes | memoryview, start: int = 0,
+def iter_headers(buffer: ReadableBuffer, start: int = 0,
                  end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (position, header) for each whole batch between ``start`` and ``end``.
 

@@ -101,6 +101,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,7 +140,8 @@ class CleanResult:
 class _Txn:
     """One transaction's data batches in the cleanable segments (base offsets)."""
     batches: list[int] = field(default_factory=list)
-    records: list[tuple[bytes, int]] = field(default_factory=list)  # committed: (key, offset)
+    # committed: (key, offset)
+    records: list[tuple[bytes | None, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -323,7 +325,7 @@ def _is_marker(batch: bytes, header: BatchHeader) -> bool:
     return True
 
 
-def _batches(segment: Segment):
+def _batches(segment: Segment) -> Iterator[tuple[int, BatchHeader, bytes]]:
     data = os.pread(segment.fd, segment.size, 0)
     for position, header in iter_headers(data):
         yield position, header, data[position:position + header.size]

@@ -32,14 +32,14 @@ class OffsetAndTimestamp:
     timestamp: int
 
 
-def _big_endian_bytes(column: array) -> bytes:
+def _big_endian_bytes(column: array[int]) -> bytes:
     if sys.byteorder == "little":
         column = array(column.typecode, column)
         column.byteswap()
     return column.tobytes()
 
 
-def _column_from_big_endian(typecode: str, data: bytes) -> array:
+def _column_from_big_endian(typecode: str, data: bytes) -> array[int]:
     column = array(typecode)
     column.frombytes(data)
     if sys.byteorder == "little":

@@ -69,7 +69,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..protocol.batches import TIMESTAMP_TYPE_FLAG, BatchHeader, iter_headers
+from ..protocol.batches import TIMESTAMP_TYPE_FLAG, BatchHeader, ReadableBuffer, iter_headers
 from ..protocol.errors import ErrorCode, KafkaError
 from . import files
 from .config import LogConfig
@@ -167,7 +167,7 @@ class Log:
 
     # -- append ----------------------------------------------------------------------------
 
-    def append(self, buffer: bytearray | bytes, leader_epoch: int | None) -> AppendInfo:
+    def append(self, buffer: ReadableBuffer, leader_epoch: int | None) -> AppendInfo:
         """Append whole, already validated v2 batches, giving them offsets from
         ``log_end_offset``: ``base_offset`` and ``partition_leader_epoch`` are patched in
         ``buffer`` (outside the CRC), then it is written with one ``os.write``. Rolls first

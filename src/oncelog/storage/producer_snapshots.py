@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from . import files
 
@@ -44,7 +45,7 @@ def list_snapshots(directory: Path) -> list[int]:
     return sorted(offsets)
 
 
-def write_snapshot(directory: Path, offset: int, producers: list[dict]) -> None:
+def write_snapshot(directory: Path, offset: int, producers: list[dict[str, Any]]) -> None:
     files.replace(snapshot_path(directory, offset),
                   json.dumps({"version": VERSION, "offset": offset, "producers": producers}),
                   fsync=True)
@@ -59,7 +60,7 @@ def delete_above(directory: Path, max_offset: int) -> None:
             path.unlink(missing_ok=True)
 
 
-def load_latest(directory: Path, max_offset: int) -> tuple[int, list[dict]] | None:
+def load_latest(directory: Path, max_offset: int) -> tuple[int, list[dict[str, Any]]] | None:
     """The newest readable snapshot at or below ``max_offset``; unreadable ones are deleted,
     newer ones left alone (see ``delete_above``)."""
     for offset in reversed(list_snapshots(directory)):

@@ -38,8 +38,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..protocol.batches import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH,
-                                TIMESTAMP_TYPE_FLAG, BatchHeader, crc32c, parse_header,
-                                peek_offset_and_size, set_base_offset,
+                                TIMESTAMP_TYPE_FLAG, BatchHeader, ReadableBuffer, crc32c,
+                                parse_header, peek_offset_and_size, set_base_offset,
                                 set_partition_leader_epoch)
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import decode_records
@@ -213,7 +213,7 @@ class Segment:
 
     # -- appending -------------------------------------------------------------------------
 
-    def append(self, buffer: bytearray | bytes, headers: Sequence[tuple[int, BatchHeader]],
+    def append(self, buffer: ReadableBuffer, headers: Sequence[tuple[int, BatchHeader]],
                leader_epoch: int | None, now_ms: int) -> int:
         """Assign offsets from ``next_offset``, write ``buffer`` with one ``os.write`` and index
         it. ``headers`` are ``buffer``'s batches as ``iter_headers`` gave them. Returns the
@@ -221,6 +221,7 @@ class Segment:
         batches keep the offsets and epochs the leader gave them (``headers`` carry them)."""
         position = self.size
         if leader_epoch is not None:
+            assert isinstance(buffer, bytearray), "a leader's append patches its buffer"
             offset = self.next_offset
             shifted = []
             for at, header in headers:
@@ -253,12 +254,13 @@ class Segment:
         pages back and drops the clean ones, so the range is advised again in later steps.
         Readers of the retained tail (followers, consumers keeping up) still read from memory;
         older bytes come from disk."""
+        assert _fadvise is not None  # else _cache_retain is -1 and nothing is dropped
         end = self.size - self._cache_retain
         start = max(0, self._cache_dropped_to - _CACHE_RECHECK_STEPS * _CACHE_STEP)
         _fadvise(self.fd, start, end - start, os.POSIX_FADV_DONTNEED)
         self._cache_dropped_to = end
 
-    def _write(self, buffer: bytearray) -> None:
+    def _write(self, buffer: ReadableBuffer) -> None:
         written = 0
         try:
             while written < len(buffer):  # a regular file takes it all at once unless full
@@ -273,10 +275,11 @@ class Segment:
         """Account for one batch now in the file: maybe index it, move next_offset."""
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
-        index = self._offset_index
+        index, time_index = self._offset_index, self._time_index
+        assert index is not None and time_index is not None, "tracked before its indexes"
         if not index.positions or position - index.positions[-1] >= self._index_interval_bytes:
             index.append(last_offset, position)
-            self._time_index.maybe_append(self.max_timestamp, last_offset)
+            time_index.maybe_append(self.max_timestamp, last_offset)
         self.next_offset = last_offset + 1
 
     # -- reading ---------------------------------------------------------------------------
@@ -380,16 +383,14 @@ class Segment:
         self._times()
 
     def _offsets(self) -> OffsetIndex:
-        if self._offset_index is None:
-            self._load_indexes()
-        return self._offset_index
+        index = self._offset_index
+        return index if index is not None else self._load_indexes()[0]
 
     def _times(self) -> TimeIndex:
-        if self._time_index is None:
-            self._load_indexes()
-        return self._time_index
+        index = self._time_index
+        return index if index is not None else self._load_indexes()[1]
 
-    def _load_indexes(self) -> None:
+    def _load_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
         index_path, time_index_path = self.index_paths
         try:
             self._offset_index = OffsetIndex.from_bytes(self.base_offset, index_path.read_bytes())
@@ -401,6 +402,7 @@ class Segment:
             self._time_index = TimeIndex(self.base_offset)
             for position, header in self._walk(0, self.size):
                 self._track(position, header.last_offset, header.max_timestamp)
+        return self._offset_index, self._time_index
 
     def seal(self) -> None:
         """Write both index files (after roll, or at close), ending the time index with the
