@@ -22,10 +22,13 @@ from ..storage import Log
 
 log = logging.getLogger(__name__)
 
+# a log to flush, the coroutines waiting for it, the callbacks to call once it is flushed
+_Entry = tuple[Log, list["asyncio.Future[None]"], list[Callable[[], None]]]
+
 
 class Flusher:
     def __init__(self) -> None:
-        self._pending: dict[int, tuple[Log, list[asyncio.Future], list[Callable[[], None]]]] = {}
+        self._pending: dict[int, _Entry] = {}
         self._wakeup = asyncio.Event()
 
     async def wait_for_flush(self, partition_log: Log) -> None:
@@ -41,7 +44,7 @@ class Flusher:
             callbacks.append(on_flushed)
         self._wakeup.set()
 
-    def _entry(self, partition_log: Log):
+    def _entry(self, partition_log: Log) -> _Entry:
         return self._pending.setdefault(id(partition_log), (partition_log, [], []))
 
     async def run(self) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from ..broker.config import BrokerConfig, ConfigError, validate_topic_configs
@@ -189,7 +189,7 @@ class PartitionManager:
                              f"{topic_name}-{index} has no replica on broker {self.node_id}")
         return partition
 
-    def all_partitions(self):
+    def all_partitions(self) -> Iterator[Partition]:
         for topic in self.topics.values():
             yield from topic.partitions
 
@@ -399,7 +399,7 @@ class PartitionManager:
                          deleted, partition, partition.log_start_offset)
         self._maintain_producer_state(partition)
 
-    def _maintain_producer_state(self, partition) -> None:
+    def _maintain_producer_state(self, partition: Partition) -> None:
         """Expire idle producers (``producer.id.expiration.ms``) and snapshot what changed,
         so a restart replays only the batches written since."""
         expired = partition.producer_state.expire(self.clock(),

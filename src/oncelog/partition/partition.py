@@ -66,7 +66,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import AbortedTxn, AppendInfo, FileRegion, Log, LogConfig, OffsetAndTimestamp
 from ..storage import files, producer_snapshots
 from ..storage.leader_epoch import LeaderEpochCache
-from .producer_state import CompletedTxn, ProducerStateManager
+from .producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from .replicas import CommittedIsr, FollowerState, IsrState, PendingExpand, PendingShrink
 
 log = logging.getLogger(__name__)
@@ -190,8 +190,8 @@ class Partition:
         # records past it may never have reached the ISR, and consumers must not see them.
         self.high_watermark = (log.log_end_offset if single
                                else _read_high_watermark(log))
-        self._data_waiters: set[asyncio.Future] = set()
-        self._acks_waiters: list[tuple[int, asyncio.Future]] = []
+        self._data_waiters: set[asyncio.Future[None]] = set()
+        self._acks_waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = []
         self.producer_state = ProducerStateManager(f"{topic}-{index}")
         self._load_producer_state(rebuild_txn_index_from=log.txn_index_rebuild_from)
         self._load_epoch_cache()
@@ -256,7 +256,7 @@ class Partition:
 
     # -- produce ---------------------------------------------------------------------------
 
-    def append_records(self, records: bytes | None,
+    def append_records(self, records: bytes | bytearray | None,
                        origin: AppendOrigin = AppendOrigin.CLIENT,
                        required_acks: int = 1) -> AppendInfo:
         """Validate and append one produce request's records for this partition (leader only).
@@ -366,7 +366,7 @@ class Partition:
             raise KafkaError(code, f"{self}: {in_sync} in-sync replicas {list(self.isr)}, "
                                    f"min.insync.replicas={needed}")
 
-    def _check_client_batch(self, header: batches.BatchHeader):
+    def _check_client_batch(self, header: batches.BatchHeader) -> BatchMetadata | None:
         if header.is_control:
             raise KafkaError(ErrorCode.INVALID_RECORD,
                              f"{self}: clients may not write control batches")
@@ -390,7 +390,7 @@ class Partition:
                              "expected exactly one")
         return headers
 
-    def wait_for_acks(self, required_offset: int) -> asyncio.Future:
+    def wait_for_acks(self, required_offset: int) -> asyncio.Future[ErrorCode]:
         """acks=all (Kafka's delayed produce): a future resolved with an ``ErrorCode`` once
         the HW reaches ``required_offset`` (NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when
         the ISR is below the minimum by then), or when leadership is lost
@@ -469,7 +469,8 @@ class Partition:
         return self.high_watermark
 
     def read(self, offset: int, max_bytes: int, isolation: IsolationLevel,
-             min_one_batch: bool, region_min_bytes: int | None = None) -> bytes | FileRegion:
+             min_one_batch: bool, region_min_bytes: int | None = None
+             ) -> bytes | memoryview | FileRegion:
         """A consumer's read (leader only): whole batches from ``offset`` below the HW or
         LSO; OFFSET_OUT_OF_RANGE outside [log start, LEO]. ``region_min_bytes``: see
         ``Log.read``."""
@@ -478,7 +479,7 @@ class Partition:
                           region_min_bytes)
 
     def _read(self, offset: int, max_bytes: int, bound: int, min_one_batch: bool,
-              region_min_bytes: int | None) -> bytes | FileRegion:
+              region_min_bytes: int | None) -> bytes | memoryview | FileRegion:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE,
                              f"{self}: fetch offset {offset} outside [{self.log_start_offset}, "
@@ -489,7 +490,8 @@ class Partition:
                              region_min_bytes=region_min_bytes)
 
     def read_for_follower(self, replica_id: int, offset: int, max_bytes: int,
-                          region_min_bytes: int | None = None) -> bytes | FileRegion:
+                          region_min_bytes: int | None = None
+                          ) -> bytes | memoryview | FileRegion:
         """A follower's fetch (leader only): up to our LEO, not the HW. The fetch offset is
         the follower's LEO: it may advance the HW and bring the follower into the ISR."""
         self.check_leader()
@@ -713,10 +715,10 @@ class Partition:
 
     # -- waiting fetches (the fetch purgatory) --------------------------------------------
 
-    def add_data_waiter(self, waiter: asyncio.Future) -> None:
+    def add_data_waiter(self, waiter: asyncio.Future[None]) -> None:
         self._data_waiters.add(waiter)
 
-    def remove_data_waiter(self, waiter: asyncio.Future) -> None:
+    def remove_data_waiter(self, waiter: asyncio.Future[None]) -> None:
         self._data_waiters.discard(waiter)
 
     def _wake_fetchers(self) -> None:
@@ -746,23 +748,23 @@ class Partition:
             offset, producers = snapshot
             self.producer_state.load_json(producers)
             start = max(start, offset)
-        snapshot_due = rebuild_from is not None and start < rebuild_from
+        snapshot_at = rebuild_from if rebuild_from is not None and start < rebuild_from else None
         aborted: list[AbortedTxn] = []
         now = self.clock()
         for header, batch in self.log.replay_batches(start):
             if header.base_offset < start:
                 continue
-            if snapshot_due and header.base_offset >= rebuild_from:
-                self._write_snapshot(rebuild_from)
-                snapshot_due = False
+            if snapshot_at is not None and header.base_offset >= snapshot_at:
+                self._write_snapshot(snapshot_at)
+                snapshot_at = None
             if not header.has_producer_id:
                 continue
             completed = self.producer_state.replay(header, now, self._marker_of(header, batch))
             if (completed is not None and completed.is_aborted and rebuild_from is not None
                     and completed.last_offset >= rebuild_from):
                 aborted.append(_aborted_entry(completed))
-        if snapshot_due:
-            self._write_snapshot(rebuild_from)  # nothing at or after it: the state is its
+        if snapshot_at is not None:
+            self._write_snapshot(snapshot_at)  # nothing at or after it: the state is its
         if rebuild_from is not None:
             self.log.rebuild_txn_indexes(aborted)
         self.producer_state.on_high_watermark(self.high_watermark)

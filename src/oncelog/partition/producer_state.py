@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..protocol.batches import BatchHeader
 from ..protocol.control_records import Marker
@@ -98,7 +99,8 @@ class CompletedTxn:
 class ProducerEntry:
     producer_id: int
     producer_epoch: int = NO_EPOCH
-    batches: deque = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    batches: deque[BatchMetadata] = field(
+        default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1  # max timestamp of its last batch
     last_update_ms: int = -1  # broker time of its last write (drives expiration)
     coordinator_epoch: int = -1  # of the coordinator that wrote its last marker here
@@ -118,7 +120,7 @@ class ProducerEntry:
                 return batch
         return None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
                 "last_timestamp": self.last_timestamp, "last_update_ms": self.last_update_ms,
                 "coordinator_epoch": self.coordinator_epoch,
@@ -127,7 +129,7 @@ class ProducerEntry:
                              b.timestamp] for b in self.batches]}
 
     @classmethod
-    def from_json(cls, data: dict) -> ProducerEntry:
+    def from_json(cls, data: dict[str, Any]) -> ProducerEntry:
         """Reads both snapshot versions: version 1 had no transaction fields."""
         entry = cls(data["producer_id"], data["producer_epoch"],
                     last_timestamp=data["last_timestamp"], last_update_ms=data["last_update_ms"],
@@ -312,10 +314,10 @@ class ProducerStateManager:
         self._unreplicated.clear()
         self.changed = True
 
-    def to_json(self) -> list[dict]:
+    def to_json(self) -> list[dict[str, Any]]:
         return [entry.to_json() for entry in self.producers.values()]
 
-    def load_json(self, producers: list[dict]) -> None:
+    def load_json(self, producers: list[dict[str, Any]]) -> None:
         self.producers = {p["producer_id"]: ProducerEntry.from_json(p) for p in producers}
         open_transactions = sorted((entry.current_txn_first_offset, pid)
                                    for pid, entry in self.producers.items()
