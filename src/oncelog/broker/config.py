@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .kafka_config_names import (KAFKA_BROKER_CONFIGS, KAFKA_TOPIC_CONFIGS, closest,
                                  is_kafka_broker_config)
@@ -315,7 +316,7 @@ class BrokerConfig:
         self._values = {name: parse_value(d, self.explicit.get(name, d.default))
                         for name, d in BROKER_CONFIGS.items()}
 
-    def __getitem__(self, name: str):
+    def __getitem__(self, name: str) -> Any:  # int, str, bool, ... as the config's type says
         return self._values[name]
 
     def source(self, name: str) -> str:

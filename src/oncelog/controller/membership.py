@@ -36,7 +36,7 @@ from ..partition import Partition
 from ..replication.fetcher import ReplicaFetcher
 from .controller import Controller
 from .store import (BrokerRegistration, MetadataChange, MetadataStore, NodeIdInUse,
-                    PartitionState, StoreUnavailable)
+                    PartitionState, StoreUnavailable, TopicRecord)
 
 if TYPE_CHECKING:
     from ..broker.broker import Broker
@@ -51,6 +51,10 @@ HIGH_WATERMARK_CHECKPOINT_INTERVAL_S = 5.0
 # (a busy event loop is late by milliseconds; SIGSTOP or a swapped-out process by seconds).
 STALL_TOLERANCE_S = 0.2
 
+# What read_snapshot read: topics, their partitions' states, live brokers, the controller
+Snapshot = tuple[dict[str, TopicRecord], dict[str, list[PartitionState | None]],
+                 dict[int, BrokerRegistration], int]
+
 
 class ClusterMembership:
     def __init__(self, broker: Broker, store: MetadataStore) -> None:
@@ -61,7 +65,7 @@ class ClusterMembership:
         self.partitions = broker.partitions
         self.lease = broker.lease
         self.controller = Controller(store, self.node_id, self._unclean_for)
-        self.fetchers: dict[int, tuple[ReplicaFetcher, asyncio.Task]] = {}
+        self.fetchers: dict[int, tuple[ReplicaFetcher, asyncio.Task[None]]] = {}
         self._metadata_dirty = asyncio.Event()
         self._controller_dirty = asyncio.Event()
         self._session_lost = False
@@ -77,7 +81,7 @@ class ClusterMembership:
             self.node_id, self.broker.advertised_host, self.broker.advertised_port))
         self.lease.renew(time.monotonic())
 
-    def apply_snapshot(self, snapshot) -> None:
+    def apply_snapshot(self, snapshot: Snapshot) -> None:
         """On the event loop: take a view read by ``read_snapshot`` (in a thread)."""
         self._apply(*snapshot)
 
@@ -85,7 +89,10 @@ class ClusterMembership:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        self.store.watch(lambda change: loop.call_soon_threadsafe(self._on_change, change))
+
+        def on_change(change: MetadataChange) -> None:  # called on the store's thread
+            loop.call_soon_threadsafe(self._on_change, change)
+        self.store.watch(on_change)
         async with asyncio.TaskGroup() as tasks:
             self._tasks = tasks
             tasks.create_task(self._sync_loop())
@@ -129,13 +136,15 @@ class ClusterMembership:
         self.register()
         self._session_lost = False
 
-    def read_snapshot(self):
+    def read_snapshot(self) -> Snapshot:
         topics = self.store.load_topics()
         states = {name: self.store.partition_states(name, record.partitions)
                   for name, record in topics.items()}
         return topics, states, self.store.live_brokers(), self.store.controller_id()
 
-    def _apply(self, topics, states, live_brokers, controller_id) -> None:
+    def _apply(self, topics: dict[str, TopicRecord],
+               states: dict[str, list[PartitionState | None]],
+               live_brokers: dict[int, BrokerRegistration], controller_id: int) -> None:
         self.broker.brokers.update(live_brokers)
         self.broker.controller_id = controller_id
         changed = self.partitions.sync(topics, states)
@@ -292,7 +301,7 @@ class ClusterMembership:
             except StoreUnavailable as error:
                 log.warning("broker %d: controller pass failed: %s", self.node_id, error)
 
-    def _unclean_for(self, record) -> bool:
+    def _unclean_for(self, record: TopicRecord) -> bool:
         configs = self.partitions.effective_topic_configs(record)
         return configs["unclean.leader.election.enable"].strip().lower() == "true"
 

@@ -64,7 +64,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
                               NotEmptyError, OperationTimeoutError, SessionExpiredError)
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KazooState
+from kazoo.protocol.states import KazooState, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
@@ -131,7 +131,7 @@ class _Operations:
     sent again after a lost connection (a kazoo transaction commits only once)."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple, dict]] = []
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
 
     def create(self, path: str, value: bytes = b"", **kwargs: Any) -> None:
         self.calls.append(("create", (path, value), kwargs))
@@ -370,7 +370,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         while True:
             try:
                 data, _stat = self._request(self.client.get_async, CLUSTER_ID_PATH)
-                return json.loads(data)["id"]
+                return str(json.loads(data)["id"])
             except NoNodeError:
                 pass
             try:
@@ -482,8 +482,8 @@ class ZooKeeperMetadataStore(MetadataStore):
             data, stat = self._request(self.client.get_async, CONTROLLER_PATH)
         except NoNodeError:
             return False
-        return (stat.ephemeralOwner == self.session_id
-                and json.loads(data).get("brokerid") == node_id)
+        return bool(stat.ephemeralOwner == self.session_id
+                    and json.loads(data).get("brokerid") == node_id)
 
     def controller_id(self) -> int:
         try:
@@ -654,7 +654,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         return states
 
     @staticmethod
-    def _parse_state(data: bytes, stat) -> PartitionState:
+    def _parse_state(data: bytes, stat: ZnodeStat) -> PartitionState:
         document = json.loads(data)
         return PartitionState(leader=int(document.get("leader", NO_LEADER)),
                               leader_epoch=int(document.get("leader_epoch", 0)),

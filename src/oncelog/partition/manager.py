@@ -327,7 +327,7 @@ class PartitionManager:
         log.info("topic %s grew from %d to %d partitions", name, current, count)
 
     def sync(self, topics: dict[str, TopicRecord],
-             states: dict[str, list[PartitionState]]) -> list[Partition]:
+             states: dict[str, list[PartitionState | None]]) -> list[Partition]:
         """Make this broker's view match a snapshot of the store: open replicas of new topics
         and partitions, drop deleted topics, apply every newer partition state. Returns the
         local replicas whose leader or epoch changed."""

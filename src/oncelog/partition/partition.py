@@ -642,7 +642,7 @@ class Partition:
 
     # -- replication (follower) ------------------------------------------------------------
 
-    def append_as_follower(self, records: bytes | memoryview) -> AppendInfo | None:
+    def append_as_follower(self, records: batches.ReadableBuffer | None) -> AppendInfo | None:
         """Append the leader's batches as they are (its offsets and epochs), after checking
         their CRCs; records each newer epoch's start, and applies the batches to producer
         state as the leader did: sequences, transactions opened, markers (an ABORT is

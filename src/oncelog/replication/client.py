@@ -24,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+from typing import Any
 
 from ..protocol import messages
+from ..protocol.messages import ApiMessage
 
 _SIZE = struct.Struct(">i")
 CLIENT_ID = b"oncelog-replica-fetcher"
@@ -42,17 +44,17 @@ class _ResponseReader(asyncio.BufferedProtocol):
     """Reads size-prefixed frames; hands each whole frame to the waiting request."""
 
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.waiter: asyncio.Future | None = None
+        self.transport: asyncio.BaseTransport | None = None
+        self.waiter: asyncio.Future[memoryview] | None = None
         self.error: Exception | None = None
         self._size = bytearray(4)
         self._frame: memoryview | None = None  # the frame being read, in _buffer
         self._buffer = bytearray(0)  # reused: a fresh megabyte per response costs page faults
         self._filled = 0
-        self._socket = None  # for SO_RCVLOWAT; None where it cannot be set
+        self._socket: socket.socket | None = None  # for SO_RCVLOWAT; None where it cannot be set
         self._low_mark = 1
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
         if hasattr(socket, "SO_RCVLOWAT"):
             self._socket = transport.get_extra_info("socket")
@@ -122,9 +124,10 @@ class BrokerClient:
     def __repr__(self) -> str:
         return f"BrokerClient({self.host}:{self.port})"
 
-    async def request(self, request, version: int):
-        """Send ``request`` at ``version``; return the decoded response. Concurrent callers
-        take turns; ``timeout_s`` counts from a caller's turn."""
+    async def request(self, request: ApiMessage, version: int) -> Any:
+        """Send ``request`` at ``version``; return the decoded response (of the request's
+        API: the caller names its class). Concurrent callers take turns; ``timeout_s`` counts
+        from a caller's turn."""
         async with self._one_at_a_time:
             try:
                 return await asyncio.wait_for(self._round_trip(request, version),
@@ -134,8 +137,8 @@ class BrokerClient:
                 raise ConnectionError(f"{self.host}:{self.port}: {type(error).__name__}: "
                                       f"{error}") from None
 
-    async def _round_trip(self, request, version: int):
-        if self._transport is None or self._reader.error is not None:
+    async def _round_trip(self, request: ApiMessage, version: int) -> Any:
+        if self._transport is None or self._reader is None or self._reader.error is not None:
             self.close()
             loop = asyncio.get_running_loop()
             self._transport, self._reader = await loop.create_connection(

@@ -31,11 +31,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, cast
 
 from ..partition import Partition
 from ..protocol import messages
+from ..protocol.messages import FetchResponse, OffsetForLeaderEpochResponse
 from ..protocol.errors import ErrorCode, KafkaError
 from .client import BrokerClient
+
+if TYPE_CHECKING:
+    from ..broker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +62,7 @@ EpochTopic = EpochRequest.OffsetForLeaderTopic
 
 class ReplicaFetcher:
     def __init__(self, node_id: int, leader_id: int, host: str, port: int,
-                 partitions: Callable[[], Iterable[Partition]], config) -> None:
+                 partitions: Callable[[], Iterable[Partition]], config: BrokerConfig) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self.address = (host, port)
@@ -141,7 +146,8 @@ class ReplicaFetcher:
                 topic=partition.topic, partitions=[EpochTopic.OffsetForLeaderPartition(
                     partition=partition.index, current_leader_epoch=leader_epoch,
                     leader_epoch=ours)])])
-            response = await self.client.request(request, OFFSET_FOR_LEADER_EPOCH_VERSION)
+            response: OffsetForLeaderEpochResponse = await self.client.request(
+                request, OFFSET_FOR_LEADER_EPOCH_VERSION)
             answer = response.topics[0].partitions[0]
             if partition.leader_epoch != leader_epoch or partition.is_leader:
                 return False  # our state moved while we asked; start again
@@ -167,7 +173,7 @@ class ReplicaFetcher:
             await asyncio.sleep(CATCH_UP_RETRY_S)
             return
         asked = {(p.topic, p.index): (p, p.leader_epoch, p.log_end_offset) for p in ready}
-        topics: dict[str, list] = {}
+        topics: dict[str, list[FetchTopic.FetchPartition]] = {}
         for partition in ready:
             topics.setdefault(partition.topic, []).append(FetchTopic.FetchPartition(
                 partition=partition.index, current_leader_epoch=partition.leader_epoch,
@@ -178,21 +184,23 @@ class ReplicaFetcher:
             max_bytes=self.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
             topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
             forgotten_topics_data=[], rack_id="")
-        response = await self.client.request(request, FETCH_VERSION)
+        response: FetchResponse = await self.client.request(request, FETCH_VERSION)
         for topic in response.responses:
             for entry in topic.partitions:
                 found = asked.get((topic.topic, entry.partition_index))
                 if found is not None:
                     self._apply(*found, entry)
 
-    def _apply(self, partition: Partition, leader_epoch: int, fetch_offset: int, entry) -> None:
+    def _apply(self, partition: Partition, leader_epoch: int, fetch_offset: int,
+               entry: FetchResponse.FetchableTopicResponse.PartitionData) -> None:
         if (partition.leader_epoch != leader_epoch or partition.is_leader
                 or partition.log_end_offset != fetch_offset):
             return  # the partition moved on while we waited: this answer is stale
         code = ErrorCode(entry.error_code)
         try:
             if code == ErrorCode.NONE:
-                partition.append_as_follower(entry.records)
+                # a view of the client's buffer (decode_response_views), None for no records
+                partition.append_as_follower(cast("memoryview | None", entry.records))
                 partition.update_follower_high_watermark(entry.high_watermark)
             elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 self._out_of_range(partition, entry.log_start_offset)
