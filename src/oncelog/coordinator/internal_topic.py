@@ -14,13 +14,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..partition import AppendOrigin, Partition, PartitionManager
 from ..protocol.batches import TRANSACTIONAL_FLAG, iter_headers
 from ..protocol.control_records import decode_marker
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import decode_records, make_batch
+from ..storage import FileRegion
+
+if TYPE_CHECKING:
+    from ..partition.flusher import Flusher
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +71,11 @@ class InternalTopic:
                producer: tuple[int, int] | None = None) -> None:
         """One batch of ``records``; with ``producer`` (id, epoch) a transactional batch,
         pending until that producer's marker."""
-        transactional = {} if producer is None else {
-            "producer_id": producer[0], "producer_epoch": producer[1], "base_sequence": -1,
-            "attributes": TRANSACTIONAL_FLAG}
+        producer_id, producer_epoch = producer if producer is not None else (-1, -1)
         batch = make_batch([value for _, value in records], keys=[key for key, _ in records],
-                           timestamp_ms=self.clock(), **transactional)
+                           timestamp_ms=self.clock(), producer_id=producer_id,
+                           producer_epoch=producer_epoch, base_sequence=-1,
+                           attributes=0 if producer is None else TRANSACTIONAL_FLAG)
         self.partition(index).append_records(batch, AppendOrigin.COORDINATOR)
 
     def may_lead(self, index: int) -> bool:
@@ -87,7 +91,9 @@ class InternalTopic:
         # from now on, and its HW may still lag what the previous coordinator acknowledged.
         offset, end = partition.log_start_offset, partition.log_end_offset
         while offset < end:
-            data = bytes(partition.log.read(offset, _READ_BYTES, max_offset=end))
+            chunk = partition.log.read(offset, _READ_BYTES, max_offset=end)
+            assert not isinstance(chunk, FileRegion)  # a region only when asked for one
+            data = bytes(chunk)
             start = offset
             for position, header in iter_headers(data):
                 batch = data[position:position + header.size]
@@ -124,7 +130,7 @@ class InternalTopic:
             return ErrorCode.REQUEST_TIMED_OUT
         return _COMMIT_ERRORS.get(code, code)
 
-    async def wait_for_flush(self, index: int, flusher) -> None:
+    async def wait_for_flush(self, index: int, flusher: Flusher) -> None:
         """With ``log.flush.policy=ack``, what was written survives a power loss once this
         returns (the same group commit as acks=all produce requests)."""
         await flusher.wait_for_flush(self.partition(index).log)

@@ -77,16 +77,20 @@ class RecordReader:
         return chunk
 
     def int8(self) -> int:
-        return INT8.unpack(self._take(1))[0]
+        value: int = INT8.unpack(self._take(1))[0]
+        return value
 
     def int16(self) -> int:
-        return INT16.unpack(self._take(2))[0]
+        value: int = INT16.unpack(self._take(2))[0]
+        return value
 
     def int32(self) -> int:
-        return INT32.unpack(self._take(4))[0]
+        value: int = INT32.unpack(self._take(4))[0]
+        return value
 
     def int64(self) -> int:
-        return INT64.unpack(self._take(8))[0]
+        value: int = INT64.unpack(self._take(8))[0]
+        return value
 
     def _uvarint(self) -> int:
         value, self.position = read_uvarint(self.data, self.position, 35,

@@ -239,6 +239,7 @@ class GroupCoordinator(OffsetsAndAdministration):
         rebalance, unless the group is mid-rebalance or its protocols change the group's
         (Kafka's ``updateStaticMemberAndRebalance``)."""
         instance_id = params.group_instance_id
+        assert instance_id is not None, "only a static member is replaced"
         previous_leader = group.leader_id
         member = group.replace_static_member(instance_id, old_member_id, new_member_id)
         self.timer.cancel(("heartbeat", group.group_id, old_member_id))
@@ -430,6 +431,7 @@ class GroupCoordinator(OffsetsAndAdministration):
         if error is not E.NONE:
             callback(SyncResult(error))
             return
+        assert group is not None  # _check_sync refuses a group that does not exist
         member = group.members[params.member_id]
         if group.is_in(STABLE):
             self._remove_pending_sync_member(group, member.member_id)
@@ -528,9 +530,10 @@ class GroupCoordinator(OffsetsAndAdministration):
         member_id = leaving.member_id
         if member_id == UNKNOWN_MEMBER_ID:
             # An administrator removing a static member by its instance id (KIP-345).
-            member_id = group.static_members.get(leaving.group_instance_id or "")
-            if member_id is None:
+            static_member_id = group.static_members.get(leaving.group_instance_id or "")
+            if static_member_id is None:
                 return E.UNKNOWN_MEMBER_ID
+            member_id = static_member_id
         elif member_id in group.pending_members:
             self._remove_pending_member(group, member_id)
             return E.NONE
@@ -584,7 +587,7 @@ class GroupCoordinator(OffsetsAndAdministration):
     def _expire_heartbeat(self, group_id: str, member_id: str) -> None:
         group = self.manager.get(group_id)
         member = group.members.get(member_id) if group is not None else None
-        if member is None or group.is_in(DEAD):
+        if group is None or member is None or group.is_in(DEAD):
             return
         if not member.is_new and (member.awaiting_join is not None
                                   or member.awaiting_sync is not None):

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
 from .manager import GROUP_WRITE_ERRORS, OFFSET_WRITE_ERRORS, GroupMetadataManager
 from .params import CLASSIC_GROUP_TYPE, GroupConfig, GroupListing, TopicPartition
 from .records import OffsetAndMetadata, group_metadata_key, offset_commit_key, offset_commit_value
 from .state import (COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY,
-                    PREPARING_REBALANCE, STABLE, ClassicGroup, GroupSummary)
+                    PREPARING_REBALANCE, STABLE, ClassicGroup, GroupSummary, Member)
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,16 @@ class OffsetsAndAdministration:
     config: GroupConfig
     clock: Callable[[], int]
 
+    if TYPE_CHECKING:  # GroupCoordinator's, declared here for the type checker
+        def _check_group_id(self, group_id: str | None, allow_empty: bool = False
+                            ) -> ErrorCode: ...
+
+        def _check_member(self, group: ClassicGroup, member_id: str,
+                          group_instance_id: str | None, generation_id: int) -> ErrorCode: ...
+
+        def _schedule_heartbeat(self, group: ClassicGroup, member: Member,
+                                timeout_ms: int | None = None) -> None: ...
+
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
                        generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
                        ) -> dict[TopicPartition, ErrorCode]:
@@ -41,16 +52,15 @@ class OffsetsAndAdministration:
         assignment). Metadata longer than ``offset.metadata.max.bytes`` is refused per
         partition. Each commit also counts as a heartbeat."""
         error = self._check_group_id(group_id, allow_empty=True)
-        group = self.manager.get(group_id) if error is E.NONE else None
-        if error is E.NONE and group is None:
-            if generation_id < 0:
-                group = self.manager.add(ClassicGroup(group_id,
-                                                      current_state_timestamp_ms=self.clock()))
-            else:
-                error = E.ILLEGAL_GENERATION  # a member of a generation that is gone
-        if error is E.NONE:
-            error = self._check_offset_commit(group, member_id, group_instance_id,
-                                              generation_id)
+        if error is not E.NONE:
+            return {partition: error for partition in offsets}
+        group = self.manager.get(group_id)
+        if group is None:
+            if generation_id >= 0:  # a member of a generation that is gone
+                return {partition: E.ILLEGAL_GENERATION for partition in offsets}
+            group = self.manager.add(ClassicGroup(group_id,
+                                                  current_state_timestamp_ms=self.clock()))
+        error = self._check_offset_commit(group, member_id, group_instance_id, generation_id)
         if error is E.NONE and group.is_in(COMPLETING_REBALANCE):
             error = E.REBALANCE_IN_PROGRESS  # a member cannot have its assignment yet
         if error is not E.NONE:
@@ -79,13 +89,13 @@ class OffsetsAndAdministration:
         must be the group's current ones; without them anyone may commit (a producer that
         is not a group member)."""
         error = self._check_group_id(group_id, allow_empty=True)
-        group = self.manager.get(group_id) if error is E.NONE else None
-        if error is E.NONE and group is None:
+        if error is not E.NONE:
+            return {partition: error for partition in offsets}
+        group = self.manager.get(group_id)
+        if group is None:
             group = self.manager.add(ClassicGroup(group_id,
                                                   current_state_timestamp_ms=self.clock()))
-        if error is E.NONE:
-            error = self._check_txn_offset_commit(group, member_id, group_instance_id,
-                                                  generation_id)
+        error = self._check_txn_offset_commit(group, member_id, group_instance_id, generation_id)
         if error is not E.NONE:
             return {partition: error for partition in offsets}
         return self._store_offsets(group, offsets, producer=(producer_id, producer_epoch))
@@ -205,7 +215,7 @@ class OffsetsAndAdministration:
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         """DeleteGroups: only an EMPTY group goes, with its offsets (tombstones for each
         offset and for the group; replaying the group's tombstone removes it)."""
-        results = {}
+        results: dict[str, ErrorCode] = {}
         for group_id in group_ids:
             error = self._check_group_id(group_id, allow_empty=True)
             group = self.manager.get(group_id) if error is E.NONE else None

@@ -11,10 +11,15 @@ whatever the config says now: moving groups between partitions would lose them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ...partition import PartitionManager
 from ...protocol.errors import ErrorCode, KafkaError
 from ..internal_topic import InternalTopic
+
+if TYPE_CHECKING:
+    from ...broker.config import BrokerConfig
+    from .coordinator import GroupCoordinator
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -23,14 +28,14 @@ class OffsetsTopic(InternalTopic):
     def __init__(self, partitions: PartitionManager, clock: Callable[[], int]) -> None:
         super().__init__(partitions, clock, OFFSETS_TOPIC)
 
-    def create_if_missing(self, config, live_brokers: int = 1) -> None:
+    def create_if_missing(self, config: BrokerConfig, live_brokers: int = 1) -> None:
         """Create the topic with ``offsets.topic.replication.factor`` replicas, or as many
         as there are live brokers if fewer (a single broker: one)."""
         self._create(config["offsets.topic.num.partitions"],
                      config["offsets.topic.replication.factor"], live_brokers,
                      {"segment.bytes": str(config["offsets.topic.segment.bytes"])})
 
-    async def wait_for_group_replication(self, coordinator, group_id: str,
+    async def wait_for_group_replication(self, coordinator: GroupCoordinator, group_id: str,
                                          timeout_ms: int) -> ErrorCode:
         """``wait_for_replication`` for the group's partition; NONE when it has none here
         (the coordinator already answered NOT_COORDINATOR then)."""

@@ -4,6 +4,10 @@ configs for groups, and one parameter object per request that has many fields.""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...broker.config import BrokerConfig
 
 CLASSIC_GROUP_TYPE = "classic"
 
@@ -16,7 +20,7 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
 
     @classmethod
-    def from_broker_config(cls, config) -> GroupConfig:
+    def from_broker_config(cls, config: BrokerConfig) -> GroupConfig:
         return cls(initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
                    min_session_timeout_ms=config["group.min.session.timeout.ms"],
                    max_session_timeout_ms=config["group.max.session.timeout.ms"],

@@ -354,7 +354,9 @@ class ClassicGroup:
         self.pending_sync_members.clear()
 
     def current_member_metadata(self) -> tuple[JoinedMember, ...]:
-        return tuple(JoinedMember(m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
+        protocol = self.protocol_name
+        assert protocol is not None, "a generation with members has chosen a protocol"
+        return tuple(JoinedMember(m.member_id, m.group_instance_id, m.metadata(protocol))
                      for m in self.members.values())
 
     def subscribed_topics(self) -> set[str] | None:
@@ -378,10 +380,10 @@ class ClassicGroup:
 
     def summary(self) -> GroupSummary:
         if self.state is STABLE:
-            members = tuple(MemberSummary(m.member_id, m.group_instance_id, m.client_id,
-                                          m.client_host, m.metadata(self.protocol_name),
-                                          m.assignment) for m in self.members.values())
             protocol = self.protocol_name or ""
+            members = tuple(MemberSummary(m.member_id, m.group_instance_id, m.client_id,
+                                          m.client_host, m.metadata(protocol),
+                                          m.assignment) for m in self.members.values())
         else:
             members = tuple(MemberSummary(m.member_id, m.group_instance_id, m.client_id,
                                           m.client_host, b"", b"")

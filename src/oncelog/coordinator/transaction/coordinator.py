@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ..record_codec import partition_for
@@ -47,6 +48,10 @@ from .metadata import TransactionMetadata
 from .records import decode_key, decode_value, encode_key, encode_value
 from .state import TransactionState
 from .state_topic import TransactionStateTopic
+
+if TYPE_CHECKING:
+    from ...broker.config import BrokerConfig
+    from .markers import TransactionMarkers
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +72,18 @@ COMPLETE_RETRY_S = 0.1
 
 
 class TransactionCoordinator:
-    def __init__(self, config, state_topic: TransactionStateTopic,
-                 allocate_producer_id: Callable[[], int], markers, clock: Callable[[], int]
-                 ) -> None:
+    def __init__(self, config: BrokerConfig, state_topic: TransactionStateTopic,
+                 allocate_producer_id: Callable[[], int], markers: TransactionMarkers,
+                 clock: Callable[[], int]) -> None:
         self.config = config
         self.state_topic = state_topic
         self.allocate_producer_id = allocate_producer_id
-        self.markers = markers  # markers.TransactionMarkers
+        self.markers = markers
         self.clock = clock
         self.transactions: dict[str, TransactionMetadata] = {}
         self.owned_partitions: set[int] = set()
         self._locks: dict[str, asyncio.Lock] = {}
-        self._completions: set[asyncio.Task] = set()
+        self._completions: set[asyncio.Task[None]] = set()
 
     # -- which ids are ours ------------------------------------------------------------------
 
@@ -140,7 +145,7 @@ class TransactionCoordinator:
         for task in list(self._completions):
             task.cancel()
 
-    def _spawn(self, coroutine) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         try:
             task = asyncio.get_running_loop().create_task(coroutine)
         except RuntimeError:  # loaded before the event loop runs: run() picks them up

@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import WriteTxnMarkersRequest
+from ...protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from ...replication.client import BrokerClient
 from ..group.offsets_topic import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from ...broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +42,10 @@ WRITE_TXN_MARKERS_VERSION = 1
 _GIVE_UP = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}  # when the topic is gone from metadata
 
 M = WriteTxnMarkersRequest.WritableTxnMarker
+_Results = dict[tuple[str, int], ErrorCode]  # per partition
 
 
-async def write_marker_locally(broker, topic: str, index: int, producer_id: int,
+async def write_marker_locally(broker: Broker, topic: str, index: int, producer_id: int,
                                producer_epoch: int, commit: bool,
                                coordinator_epoch: int) -> ErrorCode:
     """Append the marker to this broker's leader replica and wait for its ISR."""
@@ -64,7 +69,7 @@ async def write_marker_locally(broker, topic: str, index: int, producer_id: int,
 
 
 class TransactionMarkers:
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._clients: dict[int, BrokerClient] = {}
 
@@ -102,8 +107,9 @@ class TransactionMarkers:
             if pending:
                 await asyncio.sleep(RETRY_S)
 
-    async def _write_round(self, partitions, producer_id, producer_epoch, commit,
-                           coordinator_epoch) -> dict[tuple[str, int], ErrorCode]:
+    async def _write_round(self, partitions: list[tuple[str, int]], producer_id: int,
+                           producer_epoch: int, commit: bool, coordinator_epoch: int
+                           ) -> _Results:
         by_leader: dict[int, list[tuple[str, int]]] = {}
         results: dict[tuple[str, int], ErrorCode] = {}
         for topic, index in partitions:
@@ -114,7 +120,7 @@ class TransactionMarkers:
                 results[(topic, index)] = ErrorCode.LEADER_NOT_AVAILABLE
             else:
                 by_leader.setdefault(leader, []).append((topic, index))
-        rounds = []
+        rounds: list[Awaitable[_Results]] = []
         for leader, owned in by_leader.items():
             if leader == self.broker.node_id:
                 rounds += [self._local(topic, index, producer_id, producer_epoch, commit,
@@ -134,14 +140,14 @@ class TransactionMarkers:
             return None
         return known.states[index].leader
 
-    async def _local(self, topic, index, producer_id, producer_epoch, commit,
-                     coordinator_epoch) -> dict:
+    async def _local(self, topic: str, index: int, producer_id: int, producer_epoch: int,
+                     commit: bool, coordinator_epoch: int) -> _Results:
         code = await write_marker_locally(self.broker, topic, index, producer_id,
                                           producer_epoch, commit, coordinator_epoch)
         return {(topic, index): code}
 
-    async def _remote(self, leader: int, partitions, producer_id, producer_epoch, commit,
-                      coordinator_epoch) -> dict:
+    async def _remote(self, leader: int, partitions: list[tuple[str, int]], producer_id: int,
+                      producer_epoch: int, commit: bool, coordinator_epoch: int) -> _Results:
         registration = self.broker.live_brokers.get(leader)
         if registration is None:
             return {p: ErrorCode.LEADER_NOT_AVAILABLE for p in partitions}
@@ -158,15 +164,16 @@ class TransactionMarkers:
                     for t, ps in topics.items()],
             coordinator_epoch=coordinator_epoch)])
         try:
-            response = await client.request(request, WRITE_TXN_MARKERS_VERSION)
+            response: WriteTxnMarkersResponse = await client.request(
+                request, WRITE_TXN_MARKERS_VERSION)
         except ConnectionError as error:
             log.info("WriteTxnMarkers to broker %d: %s", leader, error)
             return {p: ErrorCode.NETWORK_EXCEPTION for p in partitions}
         out = {p: ErrorCode.UNKNOWN_SERVER_ERROR for p in partitions}
         for marker in response.markers:
-            for topic in marker.topics:
-                for entry in topic.partitions:
-                    out[(topic.name, entry.partition_index)] = ErrorCode(entry.error_code)
+            for answered in marker.topics:
+                for entry in answered.partitions:
+                    out[(answered.name, entry.partition_index)] = ErrorCode(entry.error_code)
         return out
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ...protocol.errors import ErrorCode, KafkaError
 from .state import TransactionState, check_transition
@@ -41,7 +42,7 @@ class TransactionMetadata:
     next_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = -1  # the epoch before the last bump (a retried init matches it)
 
-    def _to(self, state: TransactionState, now_ms: int, **changes) -> TransactionMetadata:
+    def _to(self, state: TransactionState, now_ms: int, **changes: Any) -> TransactionMetadata:
         check_transition(self.transactional_id, self.state, state)
         return dataclasses.replace(self, state=state, last_update_ms=now_ms, **changes)
 

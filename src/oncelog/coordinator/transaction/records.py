@@ -64,7 +64,7 @@ def decode_value(transactional_id: str, value: bytes) -> TransactionMetadata:
     producer_epoch = reader.int16()
     timeout_ms = reader.int32()
     state = TransactionState.from_id(reader.int8())
-    partitions = set()
+    partitions: set[tuple[str, int]] = set()
     for _ in range(reader.array_length()):
         topic = reader.string()
         partitions.update((topic, reader.int32()) for _ in range(reader.array_length()))

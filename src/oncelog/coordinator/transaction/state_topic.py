@@ -13,17 +13,21 @@ moving transactional ids between partitions would lose them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ...partition import PartitionManager
 from ..internal_topic import InternalTopic
 from .records import TRANSACTION_STATE_TOPIC
+
+if TYPE_CHECKING:
+    from ...broker.config import BrokerConfig
 
 
 class TransactionStateTopic(InternalTopic):
     def __init__(self, partitions: PartitionManager, clock: Callable[[], int]) -> None:
         super().__init__(partitions, clock, TRANSACTION_STATE_TOPIC)
 
-    def create_if_missing(self, config, live_brokers: int = 1) -> None:
+    def create_if_missing(self, config: BrokerConfig, live_brokers: int = 1) -> None:
         replicas = max(1, min(config["transaction.state.log.replication.factor"], live_brokers))
         self._create(config["transaction.state.log.num.partitions"], replicas, live_brokers, {
             "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
