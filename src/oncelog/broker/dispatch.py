@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.messages import ApiMessage, Response
 from .context import RequestContext
 from .handlers import (api_versions, create_partitions, create_topics, delete_topics,
                        describe_cluster, describe_configs, fetch, list_offsets, metadata,
@@ -42,7 +43,7 @@ def supported(api_key: int, api_version: int) -> bool:
     return handler is not None and api_version in handler.VERSIONS
 
 
-async def dispatch(ctx: RequestContext, request):
+async def dispatch(ctx: RequestContext, request: ApiMessage) -> Response:
     handler = HANDLERS[ctx.api_key]
     if ctx.api_version not in handler.VERSIONS:
         return handler.error_response(request, ErrorCode.UNSUPPORTED_VERSION,

@@ -50,7 +50,8 @@ _INT32 = struct.Struct(">i")
 _counter = itertools.count()
 
 
-def _records(partition: PartitionData) -> Part | None:
+def records_of(partition: PartitionData) -> Part | None:
+    """A partition's record set as the broker fills it (see ``Part``)."""
     return cast("Part | None", partition.records)
 
 
@@ -61,10 +62,10 @@ def _set_records(partition: PartitionData, records: Part) -> None:
 def encode_fetch_body(response: FetchResponse, version: int, flexible: bool) -> list[Part]:
     """The encoded body of FetchResponse ``response`` as parts (see the module)."""
     large = [partition for topic in response.responses for partition in topic.partitions
-             if len(_records(partition) or b"") >= SPLICE_MIN_BYTES]
+             if len(records_of(partition) or b"") >= SPLICE_MIN_BYTES]
     if not large:
         return [response.encode(version=version)]
-    records = [cast(Part, _records(partition)) for partition in large]
+    records = [cast(Part, records_of(partition)) for partition in large]
     stem = os.urandom(_MARKER_BYTES - 8)
     markers = [stem + struct.pack(">Q", next(_counter)) for _ in large]
     try:

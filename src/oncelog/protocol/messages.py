@@ -64,6 +64,7 @@ from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddOffsetsToTxnResp
                                      InitProducerIdResponse, ProduceRequest, ProduceResponse,
                                      TxnOffsetCommitRequest, TxnOffsetCommitResponse,
                                      WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+from kafka.protocol.api_data import ApiData
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas.fields.codegen import CodegenContext
 
@@ -136,6 +137,7 @@ __all__ = [
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
     "ApiMessage", "RequestHeader", "decode_request_header", "decode_request", "encode_response",
+    "as_bytes",
 ]
 
 # Every codec pair the broker may serve. A pair listed here is decodable; what is served
@@ -396,6 +398,15 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview) -> ApiMessa
 
 # (field name, nullable, the checks of its nested fields, is an array), per field
 _NullCheck = tuple[str, bool, "tuple[_NullCheck, ...]", bool]
+
+
+def as_bytes(value: bytes | bytearray | memoryview | ApiData) -> bytes:
+    """A bytes field of a decoded message, as bytes. kafka-python's stubs type such fields
+    ``bytes | ApiData`` (a message to encode may embed one); a decoded one never holds an
+    ``ApiData``, only what ``bounded_decoder`` made of the frame."""
+    if isinstance(value, ApiData):
+        raise TypeError(f"a decoded bytes field holds {type(value).__name__}")
+    return bytes(value)
 
 
 def _null_checks(message_class: type[ApiMessage], version: int) -> tuple[_NullCheck, ...]:

@@ -15,14 +15,14 @@ from ...coordinator.group.offsets_topic import OFFSETS_TOPIC
 from ...coordinator.transaction.metadata import as_client_knows
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import AddOffsetsToTxnResponse
+from ...protocol.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 VERSIONS = range(0, 4)
 
 
-async def handle(ctx: RequestContext, request) -> AddOffsetsToTxnResponse:
+async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     if not request.group_id:
         return error_response(request, ErrorCode.INVALID_GROUP_ID, "an empty group id")
     index = ctx.broker.group_coordinator.partition_for(request.group_id)
@@ -39,5 +39,6 @@ async def handle(ctx: RequestContext, request) -> AddOffsetsToTxnResponse:
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.NONE)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> AddOffsetsToTxnResponse:
+def error_response(request: AddOffsetsToTxnRequest, code: ErrorCode, message: str | None
+                  ) -> AddOffsetsToTxnResponse:
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)

@@ -14,10 +14,12 @@ verification of KIP-890) is not served.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...coordinator.transaction.metadata import as_client_knows
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import AddPartitionsToTxnResponse
+from ...protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
@@ -27,7 +29,8 @@ TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
 
 
-async def handle(ctx: RequestContext, request) -> AddPartitionsToTxnResponse:
+async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest
+                ) -> AddPartitionsToTxnResponse:
     wanted = {(topic.name, index) for topic in request.v3_and_below_topics
               for index in topic.partitions}
     unknown = {(topic, index) for topic, index in wanted if not _exists(ctx, topic, index)}
@@ -49,8 +52,9 @@ def _exists(ctx: RequestContext, topic: str, index: int) -> bool:
     return known is not None and 0 <= index < known.partition_count
 
 
-def _response(request, code_for, top_level: ErrorCode = ErrorCode.NONE
-              ) -> AddPartitionsToTxnResponse:
+def _response(request: AddPartitionsToTxnRequest,
+              code_for: Callable[[tuple[str, int]], ErrorCode],
+              top_level: ErrorCode = ErrorCode.NONE) -> AddPartitionsToTxnResponse:
     # error_code and results_by_transaction exist from v4 on, which only UNSUPPORTED_VERSION
     # answers reach.
     return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=top_level,
@@ -62,5 +66,6 @@ def _response(request, code_for, top_level: ErrorCode = ErrorCode.NONE
         for topic in request.v3_and_below_topics])
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> AddPartitionsToTxnResponse:
+def error_response(request: AddPartitionsToTxnRequest, code: ErrorCode, message: str | None
+                  ) -> AddPartitionsToTxnResponse:
     return _response(request, lambda _: code, code)

@@ -13,9 +13,11 @@ connection).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import ApiVersionsResponse
+from ...protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.API_VERSIONS
@@ -37,7 +39,7 @@ class _Answer:
             encoded = self._encoded[version] = bytes(self.response.encode(version=version))
         return encoded
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.response, name)
 
 
@@ -59,7 +61,7 @@ def _api_keys() -> list:
             for key, module in sorted(HANDLERS.items())]
 
 
-async def handle(ctx: RequestContext, request) -> _Answer:
+async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> _Answer:
     return _answer(ErrorCode.NONE)
 
 
@@ -67,5 +69,5 @@ def unsupported_version_response() -> _Answer:
     return _answer(ErrorCode.UNSUPPORTED_VERSION)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> _Answer:
+def error_response(request: ApiVersionsRequest, code: ErrorCode, message: str | None) -> _Answer:
     return _answer(code)

@@ -12,7 +12,7 @@ from collections import Counter
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import CreatePartitionsResponse
+from ...protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.CREATE_PARTITIONS
@@ -21,7 +21,7 @@ VERSIONS = range(0, 4)
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-async def handle(ctx: RequestContext, request) -> CreatePartitionsResponse:
+async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in request.topics)
     results = []
     for topic in request.topics:
@@ -40,6 +40,7 @@ async def handle(ctx: RequestContext, request) -> CreatePartitionsResponse:
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> CreatePartitionsResponse:
+def error_response(request: CreatePartitionsRequest, code: ErrorCode, message: str | None
+                  ) -> CreatePartitionsResponse:
     return CreatePartitionsResponse(throttle_time_ms=0, results=[
         Result(name=t.name, error_code=code, error_message=message) for t in request.topics])

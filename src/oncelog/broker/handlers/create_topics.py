@@ -18,7 +18,7 @@ from collections import Counter
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import CreateTopicsResponse
+from ...protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from ..config import describe_topic_configs
 from ..context import RequestContext
 
@@ -30,7 +30,7 @@ ConfigResult = Result.CreatableTopicConfigs
 ZERO_UUID = uuid.UUID(int=0)
 
 
-async def handle(ctx: RequestContext, request) -> CreateTopicsResponse:
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(t.name for t in request.topics)
     results = []
     for topic in request.topics:
@@ -45,7 +45,8 @@ async def handle(ctx: RequestContext, request) -> CreateTopicsResponse:
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _create(ctx: RequestContext, topic, validate_only: bool):
+def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool
+            ) -> Result:
     num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
     if topic.assignments:
         if num_partitions != -1 or replication_factor != -1:
@@ -61,9 +62,11 @@ def _create(ctx: RequestContext, topic, validate_only: bool):
         replication_factor = len(assignment[0])
     else:
         assignment = None
-    configs = {c.name: c.value for c in topic.configs}
-    if any(value is None for value in configs.values()):
-        raise KafkaError(ErrorCode.INVALID_CONFIG, "a topic config has a null value")
+    configs: dict[str, str] = {}
+    for config in topic.configs:
+        if config.value is None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "a topic config has a null value")
+        configs[config.name] = config.value
     manager = ctx.partitions
     created = manager.create_topic(topic.name, num_partitions, replication_factor, configs,
                                    validate_only=validate_only, assignment=assignment,
@@ -78,8 +81,8 @@ def _create(ctx: RequestContext, topic, validate_only: bool):
                configs, replication_factor)
 
 
-def _ok(ctx: RequestContext, name: str, topic_id, partitions: int, overrides: dict,
-        replication_factor: int):
+def _ok(ctx: RequestContext, name: str, topic_id: uuid.UUID, partitions: int,
+        overrides: dict[str, str], replication_factor: int) -> Result:
     configs = [ConfigResult(name=e.name, value=e.value, read_only=False,
                             config_source=e.source, is_sensitive=False)
                for e in describe_topic_configs(ctx.broker.config, overrides)]
@@ -88,11 +91,12 @@ def _ok(ctx: RequestContext, name: str, topic_id, partitions: int, overrides: di
                   configs=configs)
 
 
-def _error(name: str, code: ErrorCode, message: str | None):
+def _error(name: str, code: ErrorCode, message: str | None) -> Result:
     return Result(name=name, topic_id=ZERO_UUID, error_code=code, error_message=message,
                   num_partitions=-1, replication_factor=-1, configs=[])
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> CreateTopicsResponse:
+def error_response(request: CreateTopicsRequest, code: ErrorCode, message: str | None
+                  ) -> CreateTopicsResponse:
     return CreateTopicsResponse(throttle_time_ms=0,
                                 topics=[_error(t.name, code, message) for t in request.topics])

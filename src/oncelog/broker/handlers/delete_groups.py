@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import DeleteGroupsResponse
+from ...protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.DELETE_GROUPS
@@ -19,12 +19,13 @@ VERSIONS = range(0, 3)
 Result = DeleteGroupsResponse.DeletableGroupResult
 
 
-async def handle(ctx: RequestContext, request) -> DeleteGroupsResponse:
+async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     results = ctx.broker.group_coordinator.delete_groups(list(request.groups_names))
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         Result(group_id=group_id, error_code=code) for group_id, code in results.items()])
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> DeleteGroupsResponse:
+def error_response(request: DeleteGroupsRequest, code: ErrorCode, message: str | None
+                  ) -> DeleteGroupsResponse:
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         Result(group_id=group_id, error_code=code) for group_id in request.groups_names])

@@ -14,7 +14,7 @@ import uuid
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import DeleteTopicsResponse
+from ...protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
@@ -24,13 +24,13 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _names(request, version: int) -> list[str | None]:
+def _names(request: DeleteTopicsRequest, version: int) -> list[str | None]:
     if version >= 6:
         return [t.name for t in request.topics]
     return list(request.topic_names)
 
 
-async def handle(ctx: RequestContext, request) -> DeleteTopicsResponse:
+async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     results = []
     for name in _names(request, ctx.api_version):
         if name is None:
@@ -49,7 +49,8 @@ async def handle(ctx: RequestContext, request) -> DeleteTopicsResponse:
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> DeleteTopicsResponse:
+def error_response(request: DeleteTopicsRequest, code: ErrorCode, message: str | None
+                  ) -> DeleteTopicsResponse:
     names = [t.name for t in request.topics or []] or list(request.topic_names or [])
     return DeleteTopicsResponse(throttle_time_ms=0, responses=[
         Result(name=name, topic_id=ZERO_UUID, error_code=code, error_message=message)

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import DescribeClusterResponse
+from ...protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = range(0, 2)
-NO_AUTHORIZED_OPERATIONS = None  # the codec writes None as INT32_MIN: "not requested"
+# INT32_MIN, "not requested": bit 31 of the bit set (the codec writes None so too, but its
+# stubs type the field as the set)
+NO_AUTHORIZED_OPERATIONS = {31}
 
 
-async def handle(ctx: RequestContext, request) -> DescribeClusterResponse:
+async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     broker = ctx.broker
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=1,
@@ -27,7 +29,8 @@ async def handle(ctx: RequestContext, request) -> DescribeClusterResponse:
         authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> DescribeClusterResponse:
+def error_response(request: DescribeClusterRequest, code: ErrorCode, message: str | None
+                  ) -> DescribeClusterResponse:
     return DescribeClusterResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                    cluster_id="", brokers=[],
                                    authorized_operations=NO_AUTHORIZED_OPERATIONS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import DescribeConfigsResponse
+from ...protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from ..config import ConfigEntry, describe_broker_configs, describe_topic_configs
 from ..context import RequestContext
 
@@ -26,7 +26,7 @@ Entry = Result.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
 
 
-async def handle(ctx: RequestContext, request) -> DescribeConfigsResponse:
+async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     results = []
     for resource in request.resources:
         try:
@@ -64,11 +64,13 @@ def _entry(entry: ConfigEntry, synonyms: bool, documentation: bool) -> Entry:
                  documentation=entry.doc if documentation else None)
 
 
-def _result(resource, code: ErrorCode, message: str | None, configs: list) -> Result:
+def _result(resource: DescribeConfigsRequest.DescribeConfigsResource, code: ErrorCode,
+            message: str | None, configs: list[Entry]) -> Result:
     return Result(error_code=code, error_message=message, resource_type=resource.resource_type,
                   resource_name=resource.resource_name, configs=configs)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> DescribeConfigsResponse:
+def error_response(request: DescribeConfigsRequest, code: ErrorCode, message: str | None
+                  ) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(throttle_time_ms=0, results=[
         _result(r, code, message, []) for r in request.resources])

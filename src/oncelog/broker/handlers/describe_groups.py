@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import DescribeGroupsResponse
+from ...protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
@@ -21,19 +21,21 @@ VERSIONS = range(0, 7)
 
 Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = Described.DescribedGroupMember
-NOT_REQUESTED = None  # the codec writes None as INT32_MIN: "not requested"
+# INT32_MIN, "not requested": bit 31 of the bit set (the codec writes None so too, but its
+# stubs type the field as the set)
+NOT_REQUESTED = {31}
 READ, DELETE, DESCRIBE = 3, 6, 8  # Kafka's AclOperation codes; the codec takes the bit set
 GROUP_OPERATIONS = {READ, DELETE, DESCRIBE}
 
 
-async def handle(ctx: RequestContext, request) -> DescribeGroupsResponse:
+async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
     operations = (GROUP_OPERATIONS if ctx.api_version >= 3
                   and request.include_authorized_operations else NOT_REQUESTED)
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[
         _describe(ctx, group_id, operations) for group_id in request.groups])
 
 
-def _describe(ctx: RequestContext, group_id: str, operations) -> Described:
+def _describe(ctx: RequestContext, group_id: str, operations: set[int]) -> Described:
     error, summary = ctx.broker.group_coordinator.describe_group(group_id)
     if error is not ErrorCode.NONE:
         return _error(group_id, error, None)
@@ -59,6 +61,7 @@ def _error(group_id: str, code: ErrorCode, message: str | None) -> Described:
                      authorized_operations=NOT_REQUESTED)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> DescribeGroupsResponse:
+def error_response(request: DescribeGroupsRequest, code: ErrorCode, message: str | None
+                  ) -> DescribeGroupsResponse:
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[
         _error(group_id, code, message) for group_id in request.groups])

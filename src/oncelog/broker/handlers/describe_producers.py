@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import DescribeProducersResponse
+from ...protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
@@ -22,7 +22,8 @@ PartitionResult = TopicResult.PartitionResponse
 ProducerState = PartitionResult.ProducerState
 
 
-async def handle(ctx: RequestContext, request) -> DescribeProducersResponse:
+async def handle(ctx: RequestContext, request: DescribeProducersRequest
+                ) -> DescribeProducersResponse:
     topics = []
     for topic in request.topics:
         results = []
@@ -46,12 +47,14 @@ async def handle(ctx: RequestContext, request) -> DescribeProducersResponse:
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
 
 
-def _result(index: int, code: ErrorCode, message: str | None, producers: list):
+def _result(index: int, code: ErrorCode, message: str | None,
+            producers: list[PartitionResult.ProducerState]) -> PartitionResult:
     return PartitionResult(partition_index=index, error_code=code, error_message=message,
                            active_producers=producers)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> DescribeProducersResponse:
+def error_response(request: DescribeProducersRequest, code: ErrorCode, message: str | None
+                  ) -> DescribeProducersResponse:
     return DescribeProducersResponse(throttle_time_ms=0, topics=[
         TopicResult(name=t.name, partitions=[_result(i, code, message, [])
                                              for i in t.partition_indexes])

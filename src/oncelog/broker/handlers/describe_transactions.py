@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import DescribeTransactionsResponse
+from ...protocol.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
@@ -22,7 +22,8 @@ VERSIONS = range(0, 1)
 State = DescribeTransactionsResponse.TransactionState
 
 
-async def handle(ctx: RequestContext, request) -> DescribeTransactionsResponse:
+async def handle(ctx: RequestContext, request: DescribeTransactionsRequest
+                ) -> DescribeTransactionsResponse:
     coordinator = ctx.broker.transaction_coordinator
     states = []
     for transactional_id in request.transactional_ids:
@@ -43,13 +44,13 @@ async def handle(ctx: RequestContext, request) -> DescribeTransactionsResponse:
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
 
 
-def _error(transactional_id: str, code: ErrorCode):
+def _error(transactional_id: str, code: ErrorCode) -> State:
     return State(error_code=code, transactional_id=transactional_id, transaction_state="",
                  transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
                  producer_epoch=-1, topics=[])
 
 
-def error_response(request, code: ErrorCode, message: str | None
+def error_response(request: DescribeTransactionsRequest, code: ErrorCode, message: str | None
                    ) -> DescribeTransactionsResponse:
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
         _error(t, code) for t in request.transactional_ids or []])

@@ -16,14 +16,14 @@ from __future__ import annotations
 from ...coordinator.transaction.metadata import as_client_knows
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import EndTxnResponse
+from ...protocol.messages import EndTxnRequest, EndTxnResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.END_TXN
 VERSIONS = range(0, 4)
 
 
-async def handle(ctx: RequestContext, request) -> EndTxnResponse:
+async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     try:
         await ctx.broker.transaction_coordinator.end_transaction(
             request.transactional_id, request.producer_id, request.producer_epoch,
@@ -34,5 +34,5 @@ async def handle(ctx: RequestContext, request) -> EndTxnResponse:
     return EndTxnResponse(throttle_time_ms=0, error_code=ErrorCode.NONE)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> EndTxnResponse:
+def error_response(request: EndTxnRequest, code: ErrorCode, message: str | None) -> EndTxnResponse:
     return EndTxnResponse(throttle_time_ms=0, error_code=code)

@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import cast
 
 from ...partition import IsolationLevel, Partition
 from ...protocol.api_keys import ApiKey
 from ...protocol.batches import iter_headers
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.fetch_body import SPLICE_MIN_BYTES
-from ...protocol.messages import FetchResponse
+from ...protocol.fetch_body import SPLICE_MIN_BYTES, Part, records_of
+from ...protocol.messages import FetchRequest, FetchResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.FETCH
@@ -51,7 +52,7 @@ PartitionData = TopicData.PartitionData
 AbortedTransaction = PartitionData.AbortedTransaction
 
 
-async def handle(ctx: RequestContext, request) -> FetchResponse:
+async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     isolation = IsolationLevel.from_wire(request.isolation_level)
     max_bytes = min(request.max_bytes, ctx.broker.config["fetch.max.bytes"])
     deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
@@ -77,8 +78,11 @@ async def _wait_for_data(partitions: list[Partition], timeout_s: float) -> None:
             partition.remove_data_waiter(waiter)
 
 
-def _read_all(ctx: RequestContext, request, isolation: IsolationLevel, max_bytes: int):
-    total, has_error, topics, partitions = 0, False, [], []
+def _read_all(ctx: RequestContext, request: FetchRequest, isolation: IsolationLevel,
+              max_bytes: int) -> tuple[list[TopicData], int, bool, list[Partition]]:
+    total, has_error = 0, False
+    topics: list[TopicData] = []
+    partitions: list[Partition] = []
     for fetch_topic in request.topics:
         entries = []
         for fetch_partition in fetch_topic.partitions:
@@ -88,21 +92,23 @@ def _read_all(ctx: RequestContext, request, isolation: IsolationLevel, max_bytes
             entries.append(entry)
             if partition is not None:
                 partitions.append(partition)
-            total += len(entry.records)
+            total += len(records_of(entry) or b"")
             has_error = has_error or entry.error_code != ErrorCode.NONE
         topics.append(TopicData(topic=fetch_topic.topic, partitions=entries))
     return topics, total, has_error, partitions
 
 
-def _read_partition(ctx: RequestContext, topic: str, request_partition, isolation: IsolationLevel,
-                    budget: int, first: bool, replica_id: int):
+def _read_partition(ctx: RequestContext, topic: str,
+                    request_partition: FetchRequest.FetchTopic.FetchPartition,
+                    isolation: IsolationLevel, budget: int, first: bool, replica_id: int
+                    ) -> tuple[PartitionData, Partition | None]:
     index = request_partition.partition
     partition = None
     try:
         partition = ctx.partitions.get_partition(topic, index)
         partition.check_leader_epoch(request_partition.current_leader_epoch)
         limit = min(request_partition.partition_max_bytes, max(budget, 0))
-        records = b""
+        records: Part = b""
         if replica_id >= 0:
             records = partition.read_for_follower(replica_id, request_partition.fetch_offset,
                                                   limit if limit > 0 else 0, SPLICE_MIN_BYTES)
@@ -121,7 +127,7 @@ def _read_partition(ctx: RequestContext, topic: str, request_partition, isolatio
     return entry, partition
 
 
-def _end_offset(records, partition: Partition) -> int:
+def _end_offset(records: Part, partition: Partition) -> int:
     """The offset after the last batch in ``records``: a region knows it, a small buffer
     (below SPLICE_MIN_BYTES) is walked header by header; the LSO bounds it otherwise."""
     next_offset = getattr(records, "next_offset", -1)
@@ -132,18 +138,18 @@ def _end_offset(records, partition: Partition) -> int:
 
 
 def _entry(index: int, code: ErrorCode, partition: Partition | None, isolation: IsolationLevel,
-           records: bytes) -> PartitionData:
-    known = partition is not None
+           records: Part) -> PartitionData:
     return PartitionData(
         partition_index=index, error_code=code,
-        high_watermark=partition.high_watermark if known else -1,
-        last_stable_offset=partition.last_stable_offset if known else -1,
-        log_start_offset=partition.log_start_offset if known else -1,
+        high_watermark=partition.high_watermark if partition is not None else -1,
+        last_stable_offset=partition.last_stable_offset if partition is not None else -1,
+        log_start_offset=partition.log_start_offset if partition is not None else -1,
         aborted_transactions=[] if isolation is IsolationLevel.READ_COMMITTED else None,
-        preferred_read_replica=-1, records=records)
+        preferred_read_replica=-1,
+        records=cast(bytes, records))  # or a FileRegion, sent as it lies (protocol.fetch_body)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> FetchResponse:
+def error_response(request: FetchRequest, code: ErrorCode, message: str | None) -> FetchResponse:
     return FetchResponse(throttle_time_ms=0, error_code=code, session_id=0, responses=[
         TopicData(topic=t.topic, partitions=[
             _entry(p.partition, code, None, IsolationLevel.READ_UNCOMMITTED, b"")

@@ -16,10 +16,14 @@ served.
 
 from __future__ import annotations
 
+from ...coordinator.group import GroupCoordinator
+from ...coordinator.group.offsets_topic import OffsetsTopic
 from ...coordinator.record_codec import partition_for
+from ...coordinator.transaction.coordinator import TransactionCoordinator
+from ...coordinator.transaction.state_topic import TransactionStateTopic
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import FindCoordinatorResponse
+from ...protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.FIND_COORDINATOR
@@ -29,7 +33,7 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 Coordinator = FindCoordinatorResponse.Coordinator
 
 
-async def handle(ctx: RequestContext, request) -> FindCoordinatorResponse:
+async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     key_type = request.key_type if ctx.api_version >= 1 else GROUP_KEY
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
@@ -42,6 +46,8 @@ async def handle(ctx: RequestContext, request) -> FindCoordinatorResponse:
 
 def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     broker = ctx.broker
+    internal: OffsetsTopic | TransactionStateTopic
+    coordinator: GroupCoordinator | TransactionCoordinator
     if key_type == GROUP_KEY:
         internal, coordinator = broker.offsets_topic, broker.group_coordinator
     elif key_type == TRANSACTION_KEY:
@@ -60,7 +66,7 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
             coordinator.load()  # a single broker leads every partition of the new topic
     topic = broker.partitions.topics.get(internal.name)
     index = partition_for(key, topic.partition_count) if topic is not None else -1
-    leader = topic.states[index].leader if index >= 0 else -1
+    leader = topic.states[index].leader if topic is not None and index >= 0 else -1
     if leader == broker.node_id and coordinator.is_coordinator_for(key):
         return _coordinator(key, broker.node_id, broker.advertised_host, broker.advertised_port)
     registration = broker.live_brokers.get(leader)
@@ -80,7 +86,8 @@ def _error(key: str, code: ErrorCode, message: str | None) -> Coordinator:
                        error_message=message)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> FindCoordinatorResponse:
+def error_response(request: FindCoordinatorRequest, code: ErrorCode, message: str | None
+                  ) -> FindCoordinatorResponse:
     keys = list(request.coordinator_keys or []) or [request.key or ""]
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                    node_id=-1, host="", port=-1,

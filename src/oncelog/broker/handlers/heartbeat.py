@@ -11,19 +11,20 @@ from __future__ import annotations
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import HeartbeatResponse
+from ...protocol.messages import HeartbeatRequest, HeartbeatResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.HEARTBEAT
 VERSIONS = range(0, 5)
 
 
-async def handle(ctx: RequestContext, request) -> HeartbeatResponse:
+async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     instance_id = request.group_instance_id if ctx.api_version >= 3 else None
     error = ctx.broker.group_coordinator.heartbeat(request.group_id, request.member_id,
                                                    instance_id, request.generation_id)
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> HeartbeatResponse:
+def error_response(request: HeartbeatRequest, code: ErrorCode, message: str | None
+                  ) -> HeartbeatResponse:
     return HeartbeatResponse(throttle_time_ms=0, error_code=code)

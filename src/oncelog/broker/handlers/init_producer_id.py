@@ -20,28 +20,29 @@ from __future__ import annotations
 from ...coordinator.transaction.metadata import as_client_knows
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import InitProducerIdResponse
+from ...protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = range(0, 6)
 
 
-async def handle(ctx: RequestContext, request) -> InitProducerIdResponse:
+async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
-        return await _transactional(ctx, request)
+        return await _transactional(ctx, request, request.transactional_id)
     producer_id = ctx.broker.producer_ids.allocate()
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                   producer_id=producer_id, producer_epoch=0)
 
 
-async def _transactional(ctx: RequestContext, request) -> InitProducerIdResponse:
+async def _transactional(ctx: RequestContext, request: InitProducerIdRequest,
+                         transactional_id: str) -> InitProducerIdResponse:
     expected = None
     if ctx.api_version >= 3 and request.producer_id >= 0:
         expected = (request.producer_id, request.producer_epoch)
     try:
         producer_id, epoch = await ctx.broker.transaction_coordinator.init_producer_id(
-            request.transactional_id, request.transaction_timeout_ms, expected)
+            transactional_id, request.transaction_timeout_ms, expected)
     except KafkaError as error:
         return error_response(request, as_client_knows(error.code, ctx.api_version, 4),
                               error.message)
@@ -49,6 +50,7 @@ async def _transactional(ctx: RequestContext, request) -> InitProducerIdResponse
                                   producer_id=producer_id, producer_epoch=epoch)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> InitProducerIdResponse:
+def error_response(request: InitProducerIdRequest, code: ErrorCode, message: str | None
+                  ) -> InitProducerIdResponse:
     return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1,
                                   producer_epoch=-1)

@@ -19,7 +19,7 @@ import asyncio
 from ...coordinator.group import JoinGroupParams, JoinResult
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import JoinGroupResponse
+from ...protocol.messages import JoinGroupRequest, JoinGroupResponse, as_bytes
 from ..context import RequestContext
 
 API_KEY = ApiKey.JOIN_GROUP
@@ -28,7 +28,7 @@ VERSIONS = range(0, 10)
 Member = JoinGroupResponse.JoinGroupResponseMember
 
 
-async def handle(ctx: RequestContext, request) -> JoinGroupResponse:
+async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     version = ctx.api_version
     instance_id = request.group_instance_id if version >= 5 else None
     rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else -1
@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request) -> JoinGroupResponse:
         client_id=ctx.client_id or "", client_host=client_host(ctx),
         session_timeout_ms=request.session_timeout_ms,
         rebalance_timeout_ms=rebalance_timeout_ms, protocol_type=request.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        protocols=[(p.name, as_bytes(p.metadata)) for p in request.protocols],
         require_known_member_id=version >= 4 and instance_id is None,
         supports_skip_assignment=version >= 9,
         reason=request.reason if version >= 8 else None)
@@ -76,7 +76,8 @@ def _response(result: JoinResult, version: int) -> JoinGroupResponse:
                         metadata=m.metadata) for m in result.members])
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> JoinGroupResponse:
+def error_response(request: JoinGroupRequest, code: ErrorCode, message: str | None
+                  ) -> JoinGroupResponse:
     return JoinGroupResponse(throttle_time_ms=0, error_code=code, generation_id=-1,
                              protocol_type=None, protocol_name="", leader="",
                              skip_assignment=False, member_id=request.member_id or "",

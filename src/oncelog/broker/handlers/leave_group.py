@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...coordinator.group import LeavingMember
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import LeaveGroupResponse
+from ...protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.LEAVE_GROUP
@@ -21,7 +21,7 @@ VERSIONS = range(0, 6)
 MemberResult = LeaveGroupResponse.MemberResponse
 
 
-async def handle(ctx: RequestContext, request) -> LeaveGroupResponse:
+async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
     version = ctx.api_version
     if version < 3:
         leaving = [LeavingMember(request.member_id)]
@@ -37,5 +37,6 @@ async def handle(ctx: RequestContext, request) -> LeaveGroupResponse:
                      error_code=code) for m, code in zip(leaving, results)])
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> LeaveGroupResponse:
+def error_response(request: LeaveGroupRequest, code: ErrorCode, message: str | None
+                  ) -> LeaveGroupResponse:
     return LeaveGroupResponse(throttle_time_ms=0, error_code=code, members=[])

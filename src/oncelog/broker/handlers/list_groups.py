@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import ListGroupsResponse
+from ...protocol.messages import ListGroupsRequest, ListGroupsResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.LIST_GROUPS
@@ -21,7 +21,7 @@ VERSIONS = range(0, 6)
 Listed = ListGroupsResponse.ListedGroup
 
 
-async def handle(ctx: RequestContext, request) -> ListGroupsResponse:
+async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     states = set(request.states_filter or []) if ctx.api_version >= 4 else None
     types = set(request.types_filter or []) if ctx.api_version >= 5 else None
     groups = ctx.broker.group_coordinator.list_groups(states or None, types or None)
@@ -30,5 +30,6 @@ async def handle(ctx: RequestContext, request) -> ListGroupsResponse:
                group_type=g.group_type) for g in sorted(groups, key=lambda g: g.group_id)])
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> ListGroupsResponse:
+def error_response(request: ListGroupsRequest, code: ErrorCode, message: str | None
+                  ) -> ListGroupsResponse:
     return ListGroupsResponse(throttle_time_ms=0, error_code=code, groups=[])

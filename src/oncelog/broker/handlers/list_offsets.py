@@ -22,7 +22,7 @@ from __future__ import annotations
 from ...partition import IsolationLevel
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import ListOffsetsResponse
+from ...protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.LIST_OFFSETS
@@ -34,7 +34,7 @@ TopicResult = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResult = TopicResult.ListOffsetsPartitionResponse
 
 
-async def handle(ctx: RequestContext, request) -> ListOffsetsResponse:
+async def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     isolation = IsolationLevel.from_wire(request.isolation_level if ctx.api_version >= 2 else 0)
     topics = [TopicResult(name=t.name, partitions=[_lookup(ctx, t.name, p, isolation)
                                                    for p in t.partitions])
@@ -42,7 +42,9 @@ async def handle(ctx: RequestContext, request) -> ListOffsetsResponse:
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-def _lookup(ctx: RequestContext, topic: str, request_partition, isolation) -> PartitionResult:
+def _lookup(ctx: RequestContext, topic: str,
+            request_partition: ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition,
+            isolation: IsolationLevel) -> PartitionResult:
     index = request_partition.partition_index
     try:
         partition = ctx.partitions.get_partition(topic, index)
@@ -78,7 +80,8 @@ def _lookup(ctx: RequestContext, topic: str, request_partition, isolation) -> Pa
                            leader_epoch=partition.leader_epoch)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> ListOffsetsResponse:
+def error_response(request: ListOffsetsRequest, code: ErrorCode, message: str | None
+                  ) -> ListOffsetsResponse:
     return ListOffsetsResponse(throttle_time_ms=0, topics=[
         TopicResult(name=t.name, partitions=[
             PartitionResult(partition_index=p.partition_index, error_code=code, timestamp=-1,

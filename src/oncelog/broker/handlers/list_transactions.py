@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...coordinator.transaction.state import TransactionState
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import ListTransactionsResponse
+from ...protocol.messages import ListTransactionsRequest, ListTransactionsResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.LIST_TRANSACTIONS
@@ -23,7 +23,7 @@ State = ListTransactionsResponse.TransactionState
 _NAMES = {state.display_name for state in TransactionState}
 
 
-async def handle(ctx: RequestContext, request) -> ListTransactionsResponse:
+async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     wanted = set(request.state_filters or [])
     duration = request.duration_filter if ctx.api_version >= 1 else -1
     found = ctx.broker.transaction_coordinator.list(
@@ -38,6 +38,7 @@ async def handle(ctx: RequestContext, request) -> ListTransactionsResponse:
                                   transaction_state=m.state.display_name) for m in found])
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> ListTransactionsResponse:
+def error_response(request: ListTransactionsRequest, code: ErrorCode, message: str | None
+                  ) -> ListTransactionsResponse:
     return ListTransactionsResponse(throttle_time_ms=0, error_code=code,
                                     unknown_state_filters=[], transaction_states=[])

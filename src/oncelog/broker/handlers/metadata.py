@@ -23,12 +23,14 @@ from ...controller.store import NO_LEADER
 from ...partition.manager import Topic, check_topic_name
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import MetadataResponse
+from ...protocol.messages import MetadataRequest, MetadataResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.METADATA
 VERSIONS = range(0, 13)
-NO_AUTHORIZED_OPERATIONS = None  # the codec writes None as INT32_MIN: "not requested"
+# INT32_MIN, "not requested": bit 31 of the bit set (the codec writes None so too, but its
+# stubs type the field as the set)
+NO_AUTHORIZED_OPERATIONS = {31}
 ZERO_UUID = uuid.UUID(int=0)
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,7 @@ TopicEntry = MetadataResponse.MetadataResponseTopic
 PartitionEntry = TopicEntry.MetadataResponsePartition
 
 
-async def handle(ctx: RequestContext, request) -> MetadataResponse:
+async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     manager = ctx.partitions
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         entries = [_topic_entry(ctx, topic) for topic in manager.topics.values()]
@@ -92,7 +94,8 @@ def _error_entry(name: str | None, code: ErrorCode) -> TopicEntry:
                       partitions=[], authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 
-def _response(ctx: RequestContext, topics: list, code: ErrorCode = ErrorCode.NONE):
+def _response(ctx: RequestContext, topics: list[TopicEntry], code: ErrorCode = ErrorCode.NONE
+              ) -> MetadataResponse:
     broker = ctx.broker
     return MetadataResponse(
         throttle_time_ms=0,
@@ -103,7 +106,8 @@ def _response(ctx: RequestContext, topics: list, code: ErrorCode = ErrorCode.NON
         authorized_operations=NO_AUTHORIZED_OPERATIONS, error_code=code)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> MetadataResponse:
+def error_response(request: MetadataRequest, code: ErrorCode, message: str | None
+                  ) -> MetadataResponse:
     topics = [_error_entry(t.name, code) for t in (request.topics or [])]
     return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1,
                             topics=topics, authorized_operations=NO_AUTHORIZED_OPERATIONS,

@@ -15,10 +15,12 @@ groups. v10 names topics by id and is not served.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...coordinator.group import OffsetAndMetadata
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import OffsetCommitResponse
+from ...protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.OFFSET_COMMIT
@@ -28,7 +30,7 @@ TopicResult = OffsetCommitResponse.OffsetCommitResponseTopic
 PartitionResult = TopicResult.OffsetCommitResponsePartition
 
 
-async def handle(ctx: RequestContext, request) -> OffsetCommitResponse:
+async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     version = ctx.api_version
     coordinator = ctx.broker.group_coordinator
     results: dict[tuple[str, int], ErrorCode] = {}
@@ -67,7 +69,8 @@ def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
     return found is not None and 0 <= partition < found.partition_count
 
 
-def _response(request, code_of) -> OffsetCommitResponse:
+def _response(request: OffsetCommitRequest, code_of: Callable[[str, int], ErrorCode]
+              ) -> OffsetCommitResponse:
     return OffsetCommitResponse(throttle_time_ms=0, topics=[
         TopicResult(name=t.name, partitions=[
             PartitionResult(partition_index=p.partition_index,
@@ -76,5 +79,6 @@ def _response(request, code_of) -> OffsetCommitResponse:
         for t in request.topics])
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> OffsetCommitResponse:
+def error_response(request: OffsetCommitRequest, code: ErrorCode, message: str | None
+                  ) -> OffsetCommitResponse:
     return _response(request, lambda topic, partition: code)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import OffsetDeleteResponse
+from ...protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.OFFSET_DELETE
@@ -21,7 +21,7 @@ TopicResult = OffsetDeleteResponse.OffsetDeleteResponseTopic
 PartitionResult = TopicResult.OffsetDeleteResponsePartition
 
 
-async def handle(ctx: RequestContext, request) -> OffsetDeleteResponse:
+async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     results: dict[tuple[str, int], ErrorCode] = {}
     known = []
     for topic in request.topics:
@@ -42,5 +42,6 @@ async def handle(ctx: RequestContext, request) -> OffsetDeleteResponse:
             for p in t.partitions]) for t in request.topics])
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> OffsetDeleteResponse:
+def error_response(request: OffsetDeleteRequest, code: ErrorCode, message: str | None
+                  ) -> OffsetDeleteResponse:
     return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=[])

@@ -14,9 +14,13 @@ id and is not served.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+from ...coordinator.group import GroupCoordinator, OffsetAndMetadata
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import OffsetFetchResponse
+from ...protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.OFFSET_FETCH
@@ -29,13 +33,19 @@ GroupTopic = Group.OffsetFetchResponseTopics
 GroupPartition = GroupTopic.OffsetFetchResponsePartitions
 
 
-def _requested(topics) -> list[tuple[str, int]] | None:
+_Offsets = dict[tuple[str, int], OffsetAndMetadata | None]
+_Topic = TypeVar("_Topic")
+
+
+def _requested(topics: list[OffsetFetchRequest.OffsetFetchRequestTopic]
+               | list[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics] | None
+               ) -> list[tuple[str, int]] | None:
     if topics is None:
         return None
     return [(t.name, index) for t in topics for index in t.partition_indexes]
 
 
-async def handle(ctx: RequestContext, request) -> OffsetFetchResponse:
+async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
     coordinator = ctx.broker.group_coordinator
     stable = ctx.api_version >= 7 and bool(request.require_stable)
     if ctx.api_version >= 8:
@@ -57,14 +67,18 @@ async def handle(ctx: RequestContext, request) -> OffsetFetchResponse:
                                               unstable))
 
 
-def _unstable(coordinator, group_id: str, offsets: dict) -> set[tuple[str, int]]:
+def _unstable(coordinator: GroupCoordinator, group_id: str, offsets: _Offsets
+              ) -> set[tuple[str, int]]:
     return {partition for partition in offsets
             if coordinator.has_pending_offsets(group_id, [partition])}
 
 
-def _topics(offsets: dict, topic_class, partition_class, error: ErrorCode,
-            unstable: set[tuple[str, int]] = frozenset()) -> list:
-    by_topic: dict[str, list] = {}
+def _topics(offsets: _Offsets, topic_class: Callable[..., _Topic],
+            partition_class: Callable[..., object], error: ErrorCode,
+            unstable: frozenset[tuple[str, int]] | set[tuple[str, int]] = frozenset()
+            ) -> list[_Topic]:
+    """The response's topics; the same for both shapes (v1-7 top-level, v8+ per group)."""
+    by_topic: dict[str, list[object]] = {}
     for (topic, index), committed in sorted(offsets.items()):
         if (topic, index) in unstable:
             committed = None
@@ -79,10 +93,11 @@ def _topics(offsets: dict, topic_class, partition_class, error: ErrorCode,
             for name, partitions in by_topic.items()]
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> OffsetFetchResponse:
+def error_response(request: OffsetFetchRequest, code: ErrorCode, message: str | None
+                  ) -> OffsetFetchResponse:
     """v2+ carry a group-level error (top-level, or per group from v8); v1 only per
     partition, so every requested partition gets it (Kafka's getErrorResponse)."""
-    failed = {partition: None for partition in _requested(request.topics) or []}
+    failed: _Offsets = {partition: None for partition in _requested(request.topics) or []}
     return OffsetFetchResponse(throttle_time_ms=0, error_code=code,
                                topics=_topics(failed, Topic, Partition, code),
                                groups=[Group(group_id=g.group_id, error_code=code, topics=[])

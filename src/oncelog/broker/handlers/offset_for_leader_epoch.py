@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import OffsetForLeaderEpochResponse
+from ...protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
@@ -26,7 +26,8 @@ TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 EpochEndOffset = TopicResult.EpochEndOffset
 
 
-async def handle(ctx: RequestContext, request) -> OffsetForLeaderEpochResponse:
+async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest
+                ) -> OffsetForLeaderEpochResponse:
     topics = []
     for topic in request.topics:
         results = []
@@ -44,12 +45,14 @@ async def handle(ctx: RequestContext, request) -> OffsetForLeaderEpochResponse:
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 
 
-def _result(index: int, code: ErrorCode, epoch: int = -1, end_offset: int = -1):
+def _result(index: int, code: ErrorCode, epoch: int = -1, end_offset: int = -1
+            ) -> EpochEndOffset:
     return EpochEndOffset(error_code=code, partition=index, leader_epoch=epoch,
                           end_offset=end_offset)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> OffsetForLeaderEpochResponse:
+def error_response(request: OffsetForLeaderEpochRequest, code: ErrorCode, message: str | None
+                  ) -> OffsetForLeaderEpochResponse:
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
         TopicResult(topic=t.topic, partitions=[_result(p.partition, code) for p in t.partitions])
         for t in request.topics])

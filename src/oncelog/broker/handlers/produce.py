@@ -27,12 +27,14 @@ encoded by ``protocol.produce_response`` (plain objects, no codec: it is paid pe
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 from ...partition import Partition
 from ...protocol import batches
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol import produce_response
+from ...protocol.messages import ProduceRequest
 from ...protocol.produce_response import ProduceResponse
 from ..context import RequestContext
 
@@ -41,6 +43,7 @@ VERSIONS = produce_response.VERSIONS  # 3-11: served as far as the response enco
 
 TopicResult = ProduceResponse.TopicProduceResponse
 PartitionResult = TopicResult.PartitionProduceResponse
+PartitionData = ProduceRequest.TopicProduceData.PartitionProduceData
 
 
 def _result(index: int, code: ErrorCode, base_offset: int = -1, log_start_offset: int = -1,
@@ -48,7 +51,7 @@ def _result(index: int, code: ErrorCode, base_offset: int = -1, log_start_offset
     return PartitionResult(index, code, base_offset, -1, log_start_offset, None, message)
 
 
-async def handle(ctx: RequestContext, request) -> ProduceResponse:
+async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse:
     if request.acks not in (0, 1, -1):
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS,
                               f"acks={request.acks}; expected 0, 1 or -1")
@@ -77,7 +80,8 @@ async def handle(ctx: RequestContext, request) -> ProduceResponse:
                            node_endpoints=_point_to_leaders(ctx, topics))
 
 
-def _point_to_leaders(ctx: RequestContext, topics) -> list:
+def _point_to_leaders(ctx: RequestContext, topics: list[TopicResult]
+                      ) -> list[ProduceResponse.NodeEndpoint]:
     """KIP-951: a NOT_LEADER_OR_FOLLOWER entry names the leader we know (v10+ tagged
     fields), with its endpoint, so the client moves there at once instead of waiting for
     its next metadata refresh (librdkafka otherwise re-queries about a second later)."""
@@ -100,11 +104,14 @@ def _point_to_leaders(ctx: RequestContext, topics) -> list:
             for b in (ctx.broker.live_brokers[n] for n in sorted(leaders))]
 
 
-def _append(ctx: RequestContext, topic: str, data, acks: int, transactional_id: str | None):
+def _append(ctx: RequestContext, topic: str, data: PartitionData, acks: int,
+            transactional_id: str | None) -> tuple[PartitionResult, Partition | None, int | None]:
+    # a bytearray of their own (protocol.messages.bounded_decoder), patched and written as is
+    records = cast("bytearray | None", data.records)
     try:
         partition = ctx.partitions.get_partition(topic, data.index)
-        _verify_transaction(ctx, transactional_id, topic, data)
-        info = partition.append_records(data.records, required_acks=acks)
+        _verify_transaction(ctx, transactional_id, topic, data.index, records)
+        info = partition.append_records(records, required_acks=acks)
     except KafkaError as error:
         return _result(data.index, error.code, message=error.message), None, None
     result = _result(data.index, ErrorCode.NONE, info.base_offset, partition.log_start_offset)
@@ -114,11 +121,10 @@ def _append(ctx: RequestContext, topic: str, data, acks: int, transactional_id: 
 
 
 def _verify_transaction(ctx: RequestContext, transactional_id: str | None, topic: str,
-                        data) -> None:
+                        index: int, records: bytearray | None) -> None:
     """A transactional batch must come with its transactional id and go to a partition
     added to the producer's ongoing transaction (KIP-890's defence against a late write
     landing in the next transaction); checked when this broker coordinates the id."""
-    records = data.records
     if not records or len(records) < batches.HEADER_SIZE:
         return  # append_records reports what is wrong with it
     header = batches.parse_header(records)
@@ -129,7 +135,7 @@ def _verify_transaction(ctx: RequestContext, transactional_id: str | None, topic
                          f"a transactional batch of producer {header.producer_id} without a "
                          "transactional id")
     code = ctx.broker.transaction_coordinator.verify_partition(
-        transactional_id, header.producer_id, header.producer_epoch, topic, data.index)
+        transactional_id, header.producer_id, header.producer_epoch, topic, index)
     if code is ErrorCode.PRODUCER_FENCED:
         raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,  # what Produce answers it
                          f"producer {header.producer_id} epoch {header.producer_epoch} was "
@@ -137,13 +143,14 @@ def _verify_transaction(ctx: RequestContext, transactional_id: str | None, topic
     if code is ErrorCode.INVALID_PRODUCER_ID_MAPPING:
         raise KafkaError(code, f"producer {header.producer_id} is not {transactional_id!r}'s")
     if code is not ErrorCode.NONE:
-        raise KafkaError(code, f"{topic}-{data.index} is not in {transactional_id!r}'s "
+        raise KafkaError(code, f"{topic}-{index} is not in {transactional_id!r}'s "
                                "ongoing transaction: AddPartitionsToTxn first")
 
 
 async def _wait_for_acks(result: PartitionResult, partition: Partition, required_offset: int,
                          timeout_ms: int) -> None:
     waiter = partition.wait_for_acks(required_offset)
+    message: str | None
     try:
         code = await asyncio.wait_for(waiter, max(timeout_ms, 0) / 1000)
     except TimeoutError:
@@ -158,7 +165,8 @@ async def _wait_for_acks(result: PartitionResult, partition: Partition, required
         result.error_code, result.error_message, result.base_offset = code, message, -1
 
 
-async def _wait_for_flush(ctx: RequestContext, appended) -> None:
+async def _wait_for_flush(ctx: RequestContext,
+                          appended: list[tuple[PartitionResult, Partition]]) -> None:
     partitions = {id(p): p for _, p in appended}
     outcomes = await asyncio.gather(
         *(ctx.broker.flusher.wait_for_flush(p.log) for p in partitions.values()),
@@ -171,7 +179,8 @@ async def _wait_for_flush(ctx: RequestContext, appended) -> None:
             result.base_offset = -1
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> ProduceResponse:
+def error_response(request: ProduceRequest, code: ErrorCode, message: str | None
+                  ) -> ProduceResponse:
     return ProduceResponse(responses=[
         TopicResult(name=t.name, partition_responses=[
             _result(p.index, code, message=message) for p in t.partition_data])

@@ -16,14 +16,14 @@ import asyncio
 from ...coordinator.group import SyncGroupParams, SyncResult
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import SyncGroupResponse
+from ...protocol.messages import SyncGroupRequest, SyncGroupResponse, as_bytes
 from ..context import RequestContext
 
 API_KEY = ApiKey.SYNC_GROUP
 VERSIONS = range(0, 6)
 
 
-async def handle(ctx: RequestContext, request) -> SyncGroupResponse:
+async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
     version = ctx.api_version
     params = SyncGroupParams(
         group_id=request.group_id, generation_id=request.generation_id,
@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request) -> SyncGroupResponse:
         group_instance_id=request.group_instance_id if version >= 3 else None,
         protocol_type=request.protocol_type if version >= 5 else None,
         protocol_name=request.protocol_name if version >= 5 else None,
-        assignments={a.member_id: bytes(a.assignment) for a in request.assignments})
+        assignments={a.member_id: as_bytes(a.assignment) for a in request.assignments})
     answered: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
 
     def respond(result: SyncResult) -> None:
@@ -49,6 +49,7 @@ async def handle(ctx: RequestContext, request) -> SyncGroupResponse:
                              protocol_name=result.protocol_name, assignment=result.assignment)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> SyncGroupResponse:
+def error_response(request: SyncGroupRequest, code: ErrorCode, message: str | None
+                  ) -> SyncGroupResponse:
     return SyncGroupResponse(throttle_time_ms=0, error_code=code, protocol_type=None,
                              protocol_name=None, assignment=b"")

@@ -19,11 +19,13 @@ and instance id; v4-v5 (KIP-890) are not served.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...coordinator.group import OffsetAndMetadata
 from ...coordinator.group.offsets_topic import OFFSETS_TOPIC
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import TxnOffsetCommitResponse
+from ...protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
@@ -33,7 +35,7 @@ TopicResult = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 PartitionResult = TopicResult.TxnOffsetCommitResponsePartition
 
 
-async def handle(ctx: RequestContext, request) -> TxnOffsetCommitResponse:
+async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     version = ctx.api_version
     coordinator = ctx.broker.group_coordinator
     if not coordinator.is_coordinator_for(request.group_id or ""):
@@ -70,7 +72,8 @@ async def handle(ctx: RequestContext, request) -> TxnOffsetCommitResponse:
     return _response(request, lambda topic, partition: results[(topic, partition)])
 
 
-def _response(request, code_of) -> TxnOffsetCommitResponse:
+def _response(request: TxnOffsetCommitRequest, code_of: Callable[[str, int], ErrorCode]
+              ) -> TxnOffsetCommitResponse:
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         TopicResult(name=t.name, partitions=[
             PartitionResult(partition_index=p.partition_index,
@@ -79,5 +82,6 @@ def _response(request, code_of) -> TxnOffsetCommitResponse:
         for t in request.topics])
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> TxnOffsetCommitResponse:
+def error_response(request: TxnOffsetCommitRequest, code: ErrorCode, message: str | None
+                  ) -> TxnOffsetCommitResponse:
     return _response(request, lambda topic, partition: code)

@@ -16,7 +16,7 @@ import asyncio
 from ...coordinator.transaction.markers import write_marker_locally
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ...protocol.messages import WriteTxnMarkersResponse
+from ...protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
@@ -27,7 +27,7 @@ TopicResult = Result.WritableTxnMarkerTopicResult
 PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
 
 
-async def handle(ctx: RequestContext, request) -> WriteTxnMarkersResponse:
+async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
     results = []
     for marker in request.markers:
         topics = []
@@ -44,7 +44,8 @@ async def handle(ctx: RequestContext, request) -> WriteTxnMarkersResponse:
     return WriteTxnMarkersResponse(markers=results)
 
 
-def error_response(request, code: ErrorCode, message: str | None) -> WriteTxnMarkersResponse:
+def error_response(request: WriteTxnMarkersRequest, code: ErrorCode, message: str | None
+                  ) -> WriteTxnMarkersResponse:
     return WriteTxnMarkersResponse(markers=[
         Result(producer_id=marker.producer_id, topics=[
             TopicResult(name=topic.name, partitions=[
