@@ -28,10 +28,11 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..controller.metadata_store import LocalMetadataStore
 from ..controller.live_brokers import LiveBrokers
-from ..controller.store import BrokerRegistration, NodeIdInUse, StoreUnavailable
+from ..controller.store import BrokerRegistration, MetadataStore, NodeIdInUse, StoreUnavailable
 from ..controller.producer_ids import ProducerIdManager
 from ..coordinator.group import GroupConfig, GroupCoordinator
 from ..coordinator.group.offsets_topic import OffsetsTopic
@@ -42,6 +43,9 @@ from ..partition import Flusher, LeadershipLease, PartitionManager
 from .config import BrokerConfig, ConfigError, parse_listener
 from .server import Connection
 from .writable import WriteWaiter
+
+if TYPE_CHECKING:
+    from ..controller.membership import ClusterMembership
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +67,8 @@ class Broker:
                               f"{self.advertised_host}; set advertised.listeners=HOST:PORT")
         self.data_dir = config.data_dir
         self.cluster_mode = bool(config["zookeeper.connect"])
+        self.store: MetadataStore
+        self.lease: LeadershipLease | None
         if self.cluster_mode:
             from ..controller.zookeeper_store import ZooKeeperMetadataStore
             self.store = ZooKeeperMetadataStore(
@@ -94,7 +100,7 @@ class Broker:
         # this broker's view of the cluster: live brokers and the controller
         self.brokers = LiveBrokers()
         self.controller_id = -1
-        self.membership = None  # controller.membership.ClusterMembership in cluster mode
+        self.membership: ClusterMembership | None = None  # in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
 
@@ -161,6 +167,7 @@ class Broker:
                 self.partitions.close()
                 await asyncio.to_thread(self.store.close)
                 raise ConfigError(str(error)) from None
+            assert self.membership is not None  # made by _join_cluster in cluster mode
             self.membership.apply_snapshot(snapshot)
             await server.start_serving()
         else:
@@ -195,12 +202,15 @@ class Broker:
             self.partitions.close()
             if self.cluster_mode:
                 await asyncio.to_thread(self.store.close)
-            os.close(self._lock_fd)
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
             log.info("broker %d stopped cleanly", self.node_id)
 
     async def _join_cluster(self) -> None:
         """Connect to ZooKeeper (retrying, one line per attempt) and read the cluster."""
         from ..controller.membership import ClusterMembership
+        from ..controller.zookeeper_store import ZooKeeperMetadataStore
+        assert isinstance(self.store, ZooKeeperMetadataStore)  # cluster mode's
         try:
             await asyncio.to_thread(self.store.connect)
             self.cluster_id = await asyncio.to_thread(self.store.cluster_id,

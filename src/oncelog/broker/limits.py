@@ -200,7 +200,7 @@ class RateLimitedLog:
             return False
         suppressed = entry[1] if entry is not None else 0
         self._entries[key] = [now, 0]
-        if suppressed:
+        if suppressed and entry is not None:
             message += " (%d more %s from %s in the last %.0f s were not logged)"
             args += (suppressed, kind, key[1], now - entry[0])
         self.logger.warning(message, *args)

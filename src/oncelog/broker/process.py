@@ -84,10 +84,12 @@ class BrokerProcess:
         log.close()
 
     def wait_ready(self, timeout: float) -> None:
+        process = self.process
+        assert process is not None, "wait_ready after start"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise BrokerExited(f"broker exited with status {self.process.returncode}; "
+            if process.poll() is not None:
+                raise BrokerExited(f"broker exited with status {process.returncode}; "
                                    f"see {self.log_path}:\n{self.log_tail()}")
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.5):
@@ -95,7 +97,7 @@ class BrokerProcess:
             except OSError:
                 time.sleep(0.05)
                 continue
-            if listens_itself(self.process.pid, self.port) is not False:
+            if listens_itself(process.pid, self.port) is not False:
                 return
             time.sleep(0.05)  # someone else answers on our port; we will fail to bind it
         self.kill()

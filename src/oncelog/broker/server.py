@@ -37,7 +37,7 @@ import logging
 import os
 import struct
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..protocol import messages
 from ..protocol.api_keys import ApiKey
@@ -114,7 +114,7 @@ class Connection(asyncio.BufferedProtocol):
         self.view = memoryview(self.buffer)
         self.filled = 0
         self.buffer_charge = 0  # bytes of self.buffer beyond BASE_BUFFER, charged to the pool
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport  # set by connection_made, before anything runs
         self.peer = "?"
         self.ip = "?"
         self.admitted = False
@@ -137,8 +137,8 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- asyncio.BufferedProtocol ----------------------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = self.transport = cast(asyncio.Transport, transport)  # a stream's
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.ip = peer[0] if peer else "?"
@@ -519,7 +519,7 @@ class Connection(asyncio.BufferedProtocol):
     def _recharge_writes(self) -> None:
         """Charge the pool with what the transport still has to send (a slow reader's
         responses), instead of what the writer had charged for them."""
-        if not self.admitted or self.transport is None:
+        if not self.admitted:  # admitted in connection_made: self.transport is set
             return
         unsent = self.transport.get_write_buffer_size() if not self.closed else 0
         if unsent > self.write_charge:

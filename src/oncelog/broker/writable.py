@@ -29,7 +29,7 @@ class WriteWaiter:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._epoll = _epoll() if _epoll is not None else None
-        self._waiting: dict[int, asyncio.Future] = {}
+        self._waiting: dict[int, asyncio.Future[None]] = {}
         if self._epoll is not None:
             loop.add_reader(self._epoll.fileno(), self._on_ready)
 
@@ -40,24 +40,27 @@ class WriteWaiter:
     async def wait(self, fd: int) -> None:
         """Return once socket ``fd`` has room to write (or an error to report on writing);
         cancel to stop waiting, e.g. when the connection closes."""
+        epoll = self._epoll
+        assert epoll is not None, "callers wait only when available"
         future = self._loop.create_future()
         self._waiting[fd] = future
         try:
             try:
-                self._epoll.register(fd, _EVENTS)
+                epoll.register(fd, _EVENTS)
             except FileExistsError:  # registered by an earlier wait on this fd: re-arm it
-                self._epoll.modify(fd, _EVENTS)
+                epoll.modify(fd, _EVENTS)
             await future
         finally:
             # Our entry only: once a connection closed, its fd number may be another's.
             if self._waiting.get(fd) is future:
                 del self._waiting[fd]
                 try:
-                    self._epoll.unregister(fd)
+                    epoll.unregister(fd)
                 except OSError:
                     pass  # the socket is closed already, which removed it from the epoll
 
     def _on_ready(self) -> None:
+        assert self._epoll is not None  # the reader is added only with one
         for fd, _ in self._epoll.poll(0):
             future = self._waiting.get(fd)
             if future is not None and not future.done():

@@ -26,6 +26,7 @@ from ..controller.store import (MetadataStore, PartitionState, TopicExists, Topi
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import Log
 from ..storage.cleaner import LogCleaner
+from .flusher import Flusher
 from .partition import LeadershipLease, Partition, TopicSettings
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ class PartitionManager:
         self.isr_listener: Callable[[Partition, PartitionState], None] | None = None
         # the group-commit flusher (the broker sets it): under log.flush.policy=ack each
         # partition's high watermark waits for it
-        self.flusher = None
+        self.flusher: Flusher | None = None
         # the brokers new replicas may be placed on (the broker sets it: live brokers)
         self.live_broker_ids: Callable[[], list[int]] = lambda: [self.node_id]
         self.topics: dict[str, Topic] = {}
