@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Self
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -60,12 +63,29 @@ class ServedProcess:
     START_ERROR: type[Exception] = RuntimeError
     READY_POLL_S = 0.1
 
+    if TYPE_CHECKING:  # what each server's class provides
+        log_path: Path
+
+        @property
+        def process(self) -> subprocess.Popen[bytes] | None: ...
+
+        @property
+        def address(self) -> str: ...
+
+        def is_serving(self) -> bool: ...
+
+        def start(self) -> Self: ...
+
+        def stop(self) -> object: ...
+
     def wait_ready(self, timeout_s: float) -> bool:
         """True once the server serves; False if it exited first; ``START_ERROR`` if it does
         neither within ``timeout_s``."""
+        process = self.process
+        assert process is not None, "wait_ready after start"
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+            if process.poll() is not None:
                 return False
             if self.is_serving():
                 return True
@@ -79,7 +99,7 @@ class ServedProcess:
         except OSError:
             return ""
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

@@ -161,7 +161,8 @@ class GuaranteedConsumer:
         if failed:
             self.stats.failed_commits += 1
             log.warning("%s consumer: commit failed for %s", self.guarantee,
-                        ", ".join(f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in failed))
+                        ", ".join(f"{tp.topic}-{tp.partition}: {tp.error.str()}"
+                                  for tp in failed if tp.error is not None))
             return False
         self.stats.commits += 1
         return True
@@ -193,9 +194,7 @@ def poll_records(consumer: Consumer, batch_size: int, timeout_s: float,
                 raise KafkaException(error)
             log.warning("%s: %s", label, error.str())
             continue
-        records.append(ConsumedRecord(message.topic(), message.partition(), message.offset(),
-                                      message.timestamp()[1], message.key(), message.value(),
-                                      list(message.headers() or [])))
+        records.append(ConsumedRecord.from_message(message))
     return records
 
 

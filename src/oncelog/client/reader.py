@@ -20,9 +20,10 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import cast
 
 from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException,
-                             TopicPartition)
+                             Message, TopicPartition)
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,14 @@ class ConsumedRecord:
     headers: list[tuple[str, bytes | None]]
 
     @classmethod
-    def from_message(cls, message) -> ConsumedRecord:
+    def from_message(cls, message: Message) -> ConsumedRecord:
         """From a confluent_kafka.Message that carries a record (not an error)."""
-        return cls(message.topic(), message.partition(), message.offset(),
-                   message.timestamp()[1], message.key(), message.value(),
-                   list(message.headers() or []))
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        assert topic is not None and partition is not None and offset is not None, "a record"
+        # a consumed record's headers are (name, value) pairs, values bytes or None
+        headers = cast("list[tuple[str, bytes | None]]", message.headers() or [])
+        return cls(topic, partition, offset, message.timestamp()[1], message.key(),
+                   message.value(), list(headers))
 
 
 def parse_start(start: str) -> tuple[str, int]:
@@ -118,8 +122,10 @@ def _poll(consumer: Consumer, partitions: set[int], ends: dict[int, int], count:
         error = message.error()
         if error is not None:
             if error.code() == KafkaError._PARTITION_EOF:
-                if exit_at_end and message.offset() >= ends.get(message.partition(), 0):
-                    pending.discard(message.partition())
+                partition, offset = message.partition(), message.offset()
+                assert partition is not None and offset is not None  # an EOF names both
+                if exit_at_end and offset >= ends.get(partition, 0):
+                    pending.discard(partition)
                     if not pending:
                         return
                 continue
@@ -166,14 +172,15 @@ def read_group(bootstrap: str, topic: str, group: str, *, start: str = "earliest
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
+                    at_end.add(cast(int, message.partition()))  # an EOF names it
                     if exit_at_end and assigned and assigned <= at_end:
                         return
                     continue
                 raise KafkaException(error)
-            at_end.discard(message.partition())
-            yield ConsumedRecord.from_message(message)
-            taken[message.partition()] = message.offset() + 1  # the caller has it now
+            record = ConsumedRecord.from_message(message)
+            at_end.discard(record.partition)
+            yield record
+            taken[record.partition] = record.offset + 1  # the caller has it now
             delivered += 1
     except KafkaException as error:
         raise ValueError(f"cannot read {topic} in group {group} from {bootstrap}: "

@@ -135,7 +135,7 @@ class ConnectServer(ServedProcess):
             except BaseException:
                 self.stop()
                 raise
-            status = self.process.returncode
+            status = self.process.returncode if self.process is not None else None
             self.stop()  # the JVM may have exited and left Python workers behind
             if attempt + 1 == attempts:
                 raise ConnectServerStartError(

@@ -30,7 +30,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..broker.process import BrokerProcess
 
@@ -47,18 +47,21 @@ FAST_SETTINGS = {
     "transaction.state.log.num.partitions": "1",
 }
 
-_live: dict[int, object] = {}  # pid -> the process object (BrokerProcess or similar)
+# pid -> the process object: a BrokerProcess, ZooKeeperProcess, SparkDriver, ... (each has
+# ``pid`` and ``process``)
+_live: dict[int, Any] = {}
 _live_lock = threading.Lock()
 
 
-def _track(process) -> None:
+def _track(process: Any) -> None:
     with _live_lock:
         _live[process.pid] = process
 
 
 def _untrack(pid: int | None) -> None:
     with _live_lock:
-        _live.pop(pid, None)
+        if pid is not None:
+            _live.pop(pid, None)
 
 
 def live_pids() -> list[int]:
@@ -215,12 +218,15 @@ class Broker(_WireFaultMethods):
     def pause(self) -> None:
         """SIGSTOP: the broker holds its connections but answers nothing (a GC pause, a
         stalled disk)."""
-        os.kill(self.pid, signal.SIGSTOP)
+        pid = self.pid
+        assert pid is not None, "pause a started broker"
+        os.kill(pid, signal.SIGSTOP)
         self.paused = True
 
     def resume(self) -> None:
-        if self.paused and self.is_running():
-            os.kill(self.pid, signal.SIGCONT)
+        pid = self.pid
+        if self.paused and self.is_running() and pid is not None:
+            os.kill(pid, signal.SIGCONT)
         self.paused = False
 
     def reset(self) -> None:

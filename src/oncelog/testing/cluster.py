@@ -31,6 +31,8 @@ from ..cluster.zookeeper_process import ZooKeeperNotInstalled
 from .broker import FAST_SETTINGS, _track, _untrack, _WireFaultMethods, unique_name
 
 if TYPE_CHECKING:
+    from ..broker.process import BrokerProcess
+    from ..cluster.zookeeper_process import ZooKeeperProcess
     from .wire import WireProxy
 
 __all__ = ["Cluster", "ClusterUnavailable", "cluster"]
@@ -80,7 +82,7 @@ class Cluster(_WireFaultMethods):
         return self.local.broker(node_id).pid
 
     def pids(self) -> list[int]:
-        processes = list(self.local.brokers.values())
+        processes: list[BrokerProcess | ZooKeeperProcess] = list(self.local.brokers.values())
         if self.local.zookeeper is not None:
             processes.append(self.local.zookeeper)
         return [process.pid for process in processes if process.pid is not None]

@@ -71,14 +71,18 @@ class SparkDriver:
                 text=True, start_new_session=True,
                 env={**os.environ, **self.env} if self.env else None)
         finally:
-            if self.log_path:
+            if not isinstance(stderr, int):  # a log file, not DEVNULL
                 stderr.close()
         _track(self)
         threading.Thread(target=self._read, daemon=True, name="spark-driver-stdout").start()
         return self
 
+    def _started(self) -> subprocess.Popen[str]:
+        assert self.process is not None, "start() the driver first"
+        return self.process
+
     def _read(self) -> None:
-        for line in self.process.stdout:
+        for line in self._started().stdout or ():
             self.lines.append(line.rstrip("\n"))
 
     def wait_for_line(self, wanted: str | Callable[[str], bool],
@@ -90,11 +94,11 @@ class SparkDriver:
             for line in list(self.lines):
                 if matches(line):
                     return line
-            if self.process.poll() is not None:
+            if self._started().poll() is not None:
                 break
             time.sleep(0.05)
         raise AssertionError(f"the driver never printed the line wanted within {timeout_s:g} s "
-                             f"(exit status {self.process.poll()}); it printed: "
+                             f"(exit status {self._started().poll()}); it printed: "
                              f"{self.lines[-10:]}")
 
     def kill(self) -> None:
@@ -111,7 +115,7 @@ class SparkDriver:
     def wait(self, timeout_s: float = 180.0) -> int:
         """Until the driver exits by itself; its exit status."""
         try:
-            return self.process.wait(timeout_s)
+            return self._started().wait(timeout_s)
         finally:
             self.kill()  # whatever it left in its group
 

@@ -41,6 +41,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..protocol import messages
 from ..protocol.api_keys import ApiKey
@@ -213,10 +214,10 @@ def _names_once(header: messages.RequestHeader, body: memoryview
     return names
 
 
-def request_topic_partitions(request) -> list[tuple[str, int | None]]:
+def request_topic_partitions(request: object) -> list[tuple[str, int | None]]:
     """(topic, partition) pairs a decoded request names, for the common request shapes
     (Produce's topic_data/partition_data, Fetch's and ListOffsets' topics/partitions, ...)."""
-    pairs = []
+    pairs: list[tuple[Any, int | None]] = []  # read by shape, not by the request's class
     for topics_field in ("topic_data", "topics"):
         for topic in getattr(request, topics_field, None) or []:
             if isinstance(topic, str):
@@ -254,11 +255,12 @@ def error_response_frame(header: messages.RequestHeader, body: memoryview,
                          code: ErrorCode) -> bytes | None:
     """The whole response frame answering this request with ``code``; None for acks=0."""
     request = messages.decode_request(header, body)
-    if header.api_key == ApiKey.PRODUCE and request.acks == 0:
+    if isinstance(request, messages.ProduceRequest) and request.acks == 0:
         return None
     response = _error_handlers()[header.api_key].error_response(request, code, None)
-    return b"".join(bytes(part) for part in messages.encode_response(
-        header.api_key, header.api_version, header.correlation_id, response))
+    return b"".join(bytes(part) if isinstance(part, (bytes, bytearray, memoryview))
+                    else part.read() for part in messages.encode_response(
+                        header.api_key, header.api_version, header.correlation_id, response))
 
 
 class WireFaultProxy(FaultProxy):
@@ -311,12 +313,14 @@ class WireFaultProxy(FaultProxy):
                 return
             fault = faults.take("fail", api_key, names)
             if fault is not None:
+                code = fault.error_code
+                assert code is not None  # a "fail" fault names its error
                 try:
-                    response = error_response_frame(header, body, fault.error_code)
+                    response = error_response_frame(header, body, code)
                 except Exception as error:
                     log.warning("wire proxy: cannot answer %s v%d with %s (%s); closing the "
                                 "connection instead", ApiKey(api_key).name, header.api_version,
-                                fault.error_code.name, error)
+                                code.name, error)
                     return
                 if response is not None:
                     connection.answer_in_order(response)
@@ -339,7 +343,7 @@ class WireFaultProxy(FaultProxy):
                 return
             (correlation_id,) = struct.unpack_from(">i", frame, 4)
             api_key, version, drop, delay_ms = connection.received(correlation_id)
-            if drop:
+            if drop and api_key is not None:  # a dropped response was one we saw asked for
                 self.stats.dropped_responses += 1
                 self.stats.dropped_by_api[api_key] = self.stats.dropped_by_api.get(api_key, 0) + 1
                 return  # and close: the client notices at once and retries
