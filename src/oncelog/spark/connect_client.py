@@ -60,9 +60,10 @@ def tolerate_metrics_in_command_streams() -> bool:
                                         messageParameters={"response": str(response)})
 
     execute_command_as_iterator.__doc__ = original.__doc__
-    execute_command_as_iterator.__wrapped__ = original  # PySpark's own, for tests and undoing
+    execute_command_as_iterator.__wrapped__ = original  # type: ignore[attr-defined]  # PySpark's
     setattr(execute_command_as_iterator, _PATCHED, True)
-    SparkConnectClient.execute_command_as_iterator = execute_command_as_iterator
+    # a patch of PySpark's class, on purpose (SPARK-59135)
+    SparkConnectClient.execute_command_as_iterator = execute_command_as_iterator  # type: ignore[method-assign]
     log.debug("Spark Connect command streams now skip metrics responses (SPARK-59135)")
     return True
 

@@ -35,6 +35,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 
 def _say(line: str) -> None:
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
               .option("kafka.bootstrap.servers", args.bootstrap)
               .option("subscribe", args.topic)
               .option("startingOffsets", "earliest"))
-    sink_object = None
+    sink_object: KafkaSink | TransactionalSink | None = None
     if args.sink.startswith("kafka://"):
         sink_object = KafkaSink(args.bootstrap, args.sink[len("kafka://"):],
                                 sink_id=args.query_name,
@@ -118,12 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.sink.startswith("files://"):
         writer = write_files(records, args.sink[len("files://"):], args.checkpoint)
     else:
+        sink: Callable[[Any, int], object]
         if args.sink.startswith("kafka://"):
             # Only key and value: a partition column would choose the output partition (the
             # sink reads the batch's offsets from Spark's plan, not from the rows).
             records = records.select("key", "value")
+            assert isinstance(sink_object, KafkaSink)
             sink = sink_object.write_batch      # False: a re-run batch, skipped
         else:
+            assert sink_object is not None  # a TransactionalSink
             sink = sink_object
         pause = args.pause_ms / 1000
 

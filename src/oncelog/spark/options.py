@@ -85,6 +85,7 @@ class Subscription:
         if self.kind == "subscribe":
             return topic in self.topics
         if self.kind == "subscribePattern":
+            assert self.pattern is not None  # given with its kind
             return re.fullmatch(self.pattern, topic) is not None
         return any(t == topic for t, _ in self.assigned)
 

@@ -177,6 +177,7 @@ def orders_kafka_sink(settings: PipelineSettings):
     """Orders into ``settings.output_topic``: no value column, so each row becomes a JSON
     value (source topic, partition and offset included: they are the marker's end offsets)."""
     from .sinks import KafkaSink
+    assert settings.output_topic is not None  # asked for only with an output topic
     return KafkaSink(settings.bootstrap, settings.output_topic, sink_id="orders",
                      key_column="customer_id")
 
@@ -207,7 +208,7 @@ def sink_state(settings: PipelineSettings) -> SinkState:
         with open_database(sink_url) as database:
             if not database.table_exists(BATCHES_TABLE):
                 return SinkState()
-            row = database.fetchone(f"SELECT COUNT(*), COALESCE(SUM(row_count), 0) FROM "
+            row = database.fetchrow(f"SELECT COUNT(*), COALESCE(SUM(row_count), 0) FROM "
                                     f"{BATCHES_TABLE} WHERE query_name = 'orders'")
             last = database.fetchone(f"SELECT end_offsets FROM {BATCHES_TABLE} WHERE "
                                      "query_name = 'orders' ORDER BY batch_id DESC LIMIT 1")
@@ -254,10 +255,10 @@ def final_report(settings: PipelineSettings, in_topic: int, elapsed_s: float) ->
             rows, distinct, rows_eur = orders_in_topic(settings.bootstrap,
                                                        settings.output_topic)
         else:
-            rows, distinct, rows_eur = database.fetchone(
+            rows, distinct, rows_eur = database.fetchrow(
                 f"SELECT COUNT(*), COUNT(DISTINCT order_id), COALESCE(SUM(amount_eur), 0) "
                 f"FROM {ORDERS_TABLE}")
-        revenue_orders, revenue_eur = database.fetchone(
+        revenue_orders, revenue_eur = database.fetchrow(
             f"SELECT COALESCE(SUM(orders), 0), COALESCE(SUM(revenue_eur), 0) FROM {REVENUE_TABLE}")
     state = sink_state(settings)
     return Report(in_topic=in_topic, rows=int(rows), distinct_orders=int(distinct),
@@ -273,7 +274,7 @@ def orders_in_topic(bootstrap: str, topic: str) -> tuple[int, int, float]:
     from ..client.reader import read_topic
     rows, order_ids, eur = 0, set(), 0.0
     for record in read_topic(bootstrap, topic, isolation_level="read_committed"):
-        order = json.loads(record.value)
+        order = json.loads(record.value or b"")  # the sink writes a JSON value per order
         rows += 1
         order_ids.add(order["order_id"])
         eur += order["amount_eur"] or 0.0

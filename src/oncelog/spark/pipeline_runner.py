@@ -85,6 +85,7 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
             if missed is None:
                 break
         else:
+            assert missed is not None  # the last attempt missed too
             raise PipelineError(f"Spark's Python workers missed its connect-back limit "
                                 f"{WORKER_RESTARTS + 1} times: {missed.splitlines()[0]}")
         console.print()
@@ -181,6 +182,7 @@ def check_output_topic(settings: PipelineSettings) -> None:
     from .sinks import SinkError
     if settings.output_topic == settings.topic:
         raise PipelineError(f"the output topic must not be the input topic {settings.topic!r}")
+    assert settings.output_topic is not None  # asked for only with an output topic
     Lookups(settings.bootstrap, settings.output_topic).ensure_topic(partitions=3)
     try:
         orders_kafka_sink(settings).check()
@@ -209,7 +211,7 @@ class Lookups:
         from ..cli.common import quiet_logger
         self.bootstrap = bootstrap
         self.topic = topic
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})  # type: ignore[dict-item]
 
     def ensure_topic(self, partitions: int) -> None:
         from confluent_kafka import KafkaException

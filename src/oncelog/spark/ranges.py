@@ -18,6 +18,7 @@ import time
 import uuid
 from bisect import bisect_left
 from collections.abc import Iterator
+from typing import cast
 
 from pyspark.sql.datasource import InputPartition
 
@@ -100,7 +101,7 @@ def read_range(rng: OffsetRange) -> Iterator:
             # most of the read's cost); errors and end-of-partition events one by one.
             records = [m for m in messages if m.error() is None]
             if records:
-                offsets = [m.offset() for m in records]
+                offsets = cast("list[int]", [m.offset() for m in records])  # records' have one
                 first = bisect_left(offsets, next_offset)   # skip any already read
                 last = bisect_left(offsets, rng.end)        # and any past the range
                 if first < last:
@@ -118,23 +119,23 @@ def read_range(rng: OffsetRange) -> Iterator:
                     yield columns.batch(schema)
             if len(records) != len(messages):
                 for message in messages:
-                    error = message.error()
-                    if error is None or next_offset >= rng.end:
+                    failure = message.error()
+                    if failure is None or next_offset >= rng.end:
                         continue
-                    if error.code() == KafkaError._PARTITION_EOF:
+                    if failure.code() == KafkaError._PARTITION_EOF:
                         # The log's end as the broker saw it: past the range means done
                         # (the offsets left were gaps); before it, the log lost its tail.
-                        if message.offset() >= rng.end:
+                        if cast(int, message.offset()) >= rng.end:  # an EOF names one
                             next_offset = rng.end
                         elif _log_end(consumer, rng) < rng.end:
                             _lost(options, f"{rng.topic}-{rng.partition} ends at offset "
                                   f"{message.offset()}, before the {rng.end} this batch planned")
                             next_offset = rng.end
-                    elif error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    elif failure.code() == KafkaError._AUTO_OFFSET_RESET:
                         next_offset = _skip_lost(consumer, rng, next_offset)
                         checked_start = True
                     else:
-                        raise SourceError(f"reading {rng!r} failed: {error.str()}")
+                        raise SourceError(f"reading {rng!r} failed: {failure.str()}")
             if messages:
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > options.poll_timeout_ms / 1000:

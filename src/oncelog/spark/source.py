@@ -111,7 +111,9 @@ class _Reader:
         if position.kind == "offsets":
             return self._specific(position.offsets, partitions, what)
         if position.kind == "timestamp":
-            return self._by_time({tp: position.timestamp for tp in partitions}, what)
+            timestamp = position.timestamp
+            assert timestamp is not None  # given with its kind
+            return self._by_time({tp: timestamp for tp in partitions}, what)
         return self._by_time(self._require_all(position.offsets, partitions, what), what)
 
     def _require_all(self, given: dict, partitions: list[TopicPartition], what: str) -> dict:
@@ -198,7 +200,7 @@ class OncelogBatchReader(_Reader, DataSourceReader):
     def partitions(self) -> list[OffsetRange]:
         return self.plan(self.start, self.end)
 
-    def read(self, partition: OffsetRange) -> Iterator:
+    def read(self, partition: object) -> Iterator:
         # Spark hands an empty plan one placeholder InputPartition(None): nothing to read.
         return read_range(partition) if isinstance(partition, OffsetRange) else iter(())
 
@@ -292,7 +294,7 @@ class OncelogStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvaila
     def partitions(self, start: dict, end: dict) -> list[OffsetRange]:
         return self.plan(from_json(start), from_json(end))
 
-    def read(self, partition: OffsetRange) -> Iterator:
+    def read(self, partition: object) -> Iterator:
         # Spark hands an empty plan one placeholder InputPartition(None): nothing to read.
         return read_range(partition) if isinstance(partition, OffsetRange) else iter(())
 

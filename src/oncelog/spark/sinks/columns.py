@@ -29,7 +29,7 @@ import base64
 import datetime
 import decimal
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,7 +143,8 @@ class OffsetTracker:
 
 
 def spark_rows(batch_df: Any, converters: Sequence[Callable[[Any], Any]],
-               observe: Callable[[Sequence[Any]], None] | None = None) -> Iterator[tuple]:
+               observe: Callable[[Sequence[Any]], None] | None = None
+               ) -> Generator[tuple[Any, ...], None, None]:
     """The batch's rows, converted for the database, pulled a partition at a time.
 
     A generator: no Spark job runs until the first row is asked for, so a skipped batch costs

@@ -161,9 +161,18 @@ class Database:
     def fetchone(self, sql: str, params: Iterable[Any] = ()) -> tuple | None:
         return self.execute(sql, params).fetchone()
 
+    def fetchrow(self, sql: str, params: Iterable[Any] = ()) -> tuple[Any, ...]:
+        """The row of a query that always answers one (an aggregate)."""
+        row = self.fetchone(sql, params)
+        assert row is not None, f"no row from {sql}"
+        return row
+
+    def fetchvalue(self, sql: str, params: Iterable[Any] = ()) -> Any:
+        return self.fetchrow(sql, params)[0]
+
     def table_exists(self, table: str) -> bool:
         sql, params = self.dialect.table_exists_query(table)
-        return self.fetchone(sql, params)[0] is not None
+        return self.fetchvalue(sql, params) is not None
 
     @contextmanager
     def translate_errors(self, doing: str, outcome: str = "failed") -> Iterator[None]:

@@ -47,12 +47,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .columns import OffsetTracker, local_rows, to_json_text
 from .errors import SinkError
 from .positions import Batch, Marker, decide, planned_offsets, row_offsets
 from .transactional import merge_offsets
+
+if TYPE_CHECKING:  # imported where used: the sink is pickled to Spark's workers
+    from confluent_kafka import Consumer, Producer
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +108,8 @@ class KafkaSink:
             "bootstrap.servers": bootstrap, "transaction.timeout.ms":
             int(transaction_timeout_s * 1000), "linger.ms": 5, **(producer_config or {}),
             "transactional.id": sink_name(sink_id)}
-        self._producer = None  # created by the first batch, kept for the next ones
-        self._consumer = None  # reads the marker and lends its group metadata
+        self._producer: Producer | None = None  # made by the first batch, kept for the next
+        self._consumer: Consumer | None = None  # reads the marker, lends its group metadata
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -144,7 +147,7 @@ class KafkaSink:
                   previous: dict, planned: tuple | None) -> None:
         from confluent_kafka import KafkaException, TopicPartition
 
-        producer = self._producer
+        producer, consumer = self._connected()
         doing = f"writing batch {batch_id} of sink {self.sink_id!r} to topic {self.topic!r}"
         rows = 0
         try:
@@ -164,7 +167,7 @@ class KafkaSink:
             offsets = [TopicPartition(self.topic, MARKER_PARTITION, batch_id + 1,
                                       metadata=encode_marker(marker))]
             producer.send_offsets_to_transaction(
-                offsets, self._consumer.consumer_group_metadata(), self.timeout_s)
+                offsets, consumer.consumer_group_metadata(), self.timeout_s)
             if self.hold_open_s > 0:
                 producer.flush(self.timeout_s)
                 time.sleep(self.hold_open_s)
@@ -189,10 +192,16 @@ class KafkaSink:
                 producer.poll(0.1)  # the local queue is full: let deliveries drain it
 
     def _abort_quietly(self) -> None:
+        if self._producer is None:
+            return
         try:
             self._producer.abort_transaction(self.timeout_s)
         except Exception:  # fenced or unreachable: InitProducerId of the next producer aborts
             pass
+
+    def _connected(self) -> tuple[Producer, Consumer]:
+        assert self._producer is not None and self._consumer is not None, "_connect() first"
+        return self._producer, self._consumer
 
     def _connect(self) -> None:
         """Create the producer (fencing any predecessor) and the marker's consumer."""
@@ -232,7 +241,7 @@ class KafkaSink:
     def _read_marker(self) -> dict | None:
         from confluent_kafka import KafkaException, TopicPartition
         try:
-            committed = self._consumer.committed(
+            committed = self._connected()[1].committed(
                 [TopicPartition(self.topic, MARKER_PARTITION)], timeout=self.timeout_s)
         except KafkaException as error:
             self.close()
@@ -300,6 +309,7 @@ class KafkaSink:
 
         def encode(row) -> tuple:
             key = None if key_at is None else _bytes(row[key_at])
+            value: bytes | None
             if value_at is None:
                 value = to_json_text(dict(zip(names, row))).encode()
             else:

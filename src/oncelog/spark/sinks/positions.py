@@ -112,12 +112,14 @@ def decide(last: Marker | None, batch: Batch, *, what: str) -> bool:
 
 def _decide_by_rows(last: Marker, batch: Batch, what: str) -> bool:
     """Rule 4: where the batch's rows lie against the stored end offsets."""
+    assert batch.row_offsets is not None and last.end_offsets is not None  # as decide asks
     first, end = batch.row_offsets
+    stored = last.end_offsets
     if not any(end.values()):
         return batch.spark_batch_id != last.spark_batch_id  # no rows: nothing at stake
-    _, overlaps = compare(last.end_offsets, first)
-    held = all(partition in last.end_offsets.get(topic, {})
-               and offset <= last.end_offsets[topic][partition]
+    _, overlaps = compare(stored, first)
+    held = all(partition in stored.get(topic, {})
+               and offset <= stored[topic][partition]
                for topic, partitions in end.items() for partition, offset in partitions.items())
     if held and batch.spark_batch_id == last.spark_batch_id:
         return False  # Spark's re-run of the last batch: every row is held already
@@ -155,7 +157,8 @@ def normalise(offsets: EndOffsets) -> EndOffsets:
 
 def disagreement(what: str, batch: Batch, last: Marker, gaps: list[str],
                  overlaps: list[str]) -> str:
-    def at(offsets: EndOffsets, names: list[str]) -> str:
+    def at(offsets: EndOffsets | None, names: list[str]) -> str:
+        assert offsets is not None  # both known where offsets disagree
         return ", ".join(f"{name} {offsets[name.rsplit('-', 1)[0]][name.rsplit('-', 1)[1]]}"
                          for name in names)
 

@@ -217,7 +217,7 @@ def _create_batches_table(db: Database) -> None:
 
 
 def _has_column(db: Database, column: str) -> bool:
-    return db.fetchone(*db.dialect.column_exists_query(BATCHES_TABLE, column))[0] > 0
+    return bool(db.fetchvalue(*db.dialect.column_exists_query(BATCHES_TABLE, column)) > 0)
 
 
 def _last_marker(db: Database, query_name: str,
