@@ -63,6 +63,7 @@ class ClusterMembership:
         self.config = broker.config
         self.node_id = broker.node_id
         self.partitions = broker.partitions
+        assert broker.lease is not None, "a broker in a cluster holds a leadership lease"
         self.lease = broker.lease
         self.controller = Controller(store, self.node_id, self._unclean_for)
         self.fetchers: dict[int, tuple[ReplicaFetcher, asyncio.Task[None]]] = {}

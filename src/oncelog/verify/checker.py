@@ -236,7 +236,7 @@ class CheckResult:
         def sample(items):
             return list(items)[:sample_size] if sample_size is not None else list(items)
 
-        document = {
+        document: dict[str, Any] = {
             "semantics": self.semantics,
             "contract": list(CONTRACTS[self.semantics]),
             "contract_kept": self.contract_kept,

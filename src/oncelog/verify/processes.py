@@ -107,15 +107,17 @@ class ChildProcess:
             self._reader.start()
         return self
 
-    def _read_lines(self, process: subprocess.Popen) -> None:
+    def _read_lines(self, process: subprocess.Popen[bytes]) -> None:
+        stdout = process.stdout
+        assert stdout is not None  # started with stdout=PIPE
         with open(self.log_path, "ab", buffering=0) as log:
-            for raw in process.stdout:
+            for raw in stdout:
                 line = Line(time.monotonic(), raw.decode(errors="replace").rstrip("\n"))
                 log.write(f"[{time.strftime('%H:%M:%S')}] {line.text}\n".encode())
                 with self._lines_changed:
                     self.lines.append(line)
                     self._lines_changed.notify_all()
-        process.stdout.close()
+        stdout.close()
         with self._lines_changed:
             self._lines_changed.notify_all()  # EOF: whoever waits for a line has them all
 
@@ -139,7 +141,7 @@ class ChildProcess:
 
     def signal(self, signum: int) -> None:
         """Send ``signum`` to the child process itself (not its group)."""
-        if self.alive:
+        if self.alive and self.process is not None:
             try:
                 os.kill(self.process.pid, signum)
             except ProcessLookupError:
@@ -177,6 +179,8 @@ class ChildProcess:
         self._join_reader()
 
     def _killpg(self, signum: int) -> None:
+        if self.process is None:
+            return  # never started: no group to signal
         try:
             os.killpg(self.process.pid, signum)
         except (ProcessLookupError, PermissionError):

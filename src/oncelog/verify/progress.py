@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .history import FaultEvent
 from .landing import describe_window
@@ -77,7 +77,7 @@ class ProgressView:
         self.live = console.is_terminal
         self.plain_every_s = plain_every_s
         self._progress: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
         self._semantics = ""
         self._last_plain = 0.0
         if self.live:
@@ -101,8 +101,9 @@ class ProgressView:
         counts = (f"produced {produced}  acked {acknowledged}  delivered {delivered}  "
                   f"faults {faults_done}/{faults_total}")
         if self._progress is not None:
-            self._progress.update(self._task, completed=elapsed_s, total=total_s, phase=phase,
-                                  counts=counts)
+            if self._task is not None:  # begun
+                self._progress.update(self._task, completed=elapsed_s, total=total_s,
+                                      phase=phase, counts=counts)
             return
         now = time.monotonic()
         if force or now - self._last_plain >= self.plain_every_s:

@@ -117,6 +117,7 @@ class FaultProxy:
 
     async def _serve(self, client_reader, client_writer) -> None:
         task = asyncio.current_task()
+        assert task is not None  # a connection is served in a task of its own
         self._tasks.add(task)
         self.stats.connections += 1
         try:

@@ -105,7 +105,7 @@ def _caption(results: Sequence[CheckResult], schedule: FaultSchedule | None) -> 
         for result in results:
             landed = ", ".join(_short(outcome) for outcome in result.faults_landed)
             missed = ", ".join(f"{outcome.name} {_at(outcome)}"
-                               for outcome in result.fault_outcomes if not outcome.landed)
+                               for outcome in result.fault_outcomes or () if not outcome.landed)
             line = f"{prose(result.semantics)}: {landed or 'none landed'}"
             lines.append(line + (f"; did not land: {missed}" if missed else ""))
         return "\n".join(lines)

@@ -55,7 +55,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -76,6 +76,10 @@ from .workloads import transform as transform_worker
 from .workloads.delivery import ConsumerStage, PipelineStage, ReaderStage, TransformStage
 from .workloads.sinks import (DeliveriesTable, PipelineTable, ReadTable, SinkUnavailable,
                               remove_sink_files, sqlite_url)
+
+if TYPE_CHECKING:  # imported where a run needs them
+    from ..cluster.local import LocalCluster
+    from ..spark.standalone import StandaloneCluster
 
 __all__ = ["RunFailed", "RunOutcome", "Runner", "preflight", "write_outputs"]
 
@@ -139,8 +143,8 @@ def _check_spark() -> None:
 def _check_spark_master(scenario: Scenario) -> None:
     """A user's ``spark://`` master answers; with ``kill-executor``, it is on this machine
     (the fault kills an executor's JVM by its pid, which a remote worker's is not)."""
-    addresses = [part.rpartition(":") for part in scenario.spark_master[len("spark://"):]
-                 .split(",")]
+    master = scenario.spark_master or ""  # checked only for a spark:// master
+    addresses = [part.rpartition(":") for part in master[len("spark://"):].split(",")]
     for host, _, port in addresses:
         try:
             with socket.create_connection((host, int(port)), timeout=3.0):
@@ -193,7 +197,7 @@ def _check_reachable(bootstrap: str, timeout_s: float = 3.0) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000,
-                         "logger": _quiet()})
+                         "logger": _quiet()})  # type: ignore[dict-item]
     try:
         admin.list_topics(timeout=5)
     except KafkaException as error:
@@ -219,13 +223,14 @@ def _prepare_out(scenario: Scenario) -> None:
     except OSError as error:
         raise BadInput(f"cannot write to --out {out}: {error.strerror or error}") from None
     for semantics in scenario.semantics:
-        folder = out / prose(semantics)
+        semantics_dir = out / prose(semantics)
         try:
-            folder.mkdir(exist_ok=True)
-            if (folder / "checkpoint").is_dir():
-                shutil.rmtree(folder / "checkpoint")
+            semantics_dir.mkdir(exist_ok=True)
+            if (semantics_dir / "checkpoint").is_dir():
+                shutil.rmtree(semantics_dir / "checkpoint")
             sink = _sink(scenario, semantics)
             if scenario.sink is None:
+                assert sink.path is not None  # the default sink: a SQLite file
                 remove_sink_files(sink.path)
             else:
                 sink.drop()
@@ -300,8 +305,8 @@ class Runner:
         self.run_tag = f"s{scenario.seed}-{secrets.token_hex(3)}"
         self.children = Children()
         self.broker: BrokerProcess | None = None
-        self.cluster = None  # a LocalCluster with --brokers 2 or more
-        self.spark_cluster = None  # a StandaloneCluster with --spark-master standalone
+        self.cluster: LocalCluster | None = None  # with --brokers 2 or more
+        self.spark_cluster: StandaloneCluster | None = None  # --spark-master standalone
         self.spark_master: str | None = scenario.spark_master  # the URL the copy job gets
         self._proxies: list[ProxyThread | ProxyGroup] = []
         self.view: ProgressView | None = None
@@ -354,6 +359,7 @@ class Runner:
             self.broker.start()
         except RuntimeError as error:
             raise RunFailed(f"the broker did not start: {error}") from None
+        assert self.view is not None  # made by run()
         self.view.event(f"broker pid {self.broker.pid} on {self.broker.bootstrap}, "
                         f"log {self.broker.log_path}")
         return self.broker.bootstrap
@@ -365,37 +371,39 @@ class Runner:
         settings = {**scenario.broker_settings, **CLUSTER_SETTINGS,
                     "default.replication.factor": replication,
                     "offsets.topic.replication.factor": replication}
-        self.cluster = LocalCluster(self.out / "cluster", scenario.brokers, settings=settings)
-        self.children.add_cluster(self.cluster)  # before start: a half-started one is stopped
+        cluster = self.cluster = LocalCluster(self.out / "cluster", scenario.brokers,
+                                              settings=settings)
+        self.children.add_cluster(cluster)  # before start: a half-started one is stopped
         try:
-            self.cluster.start()
+            cluster.start()
         except (RuntimeError, TimeoutError) as error:  # ZooKeeper's errors are RuntimeErrors
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise RunFailed(f"the cluster did not start: {first} (logs in "
                             f"{self.out / 'cluster'})") from None
-        zookeeper = self.cluster.zookeeper
-        self.view.event(f"ZooKeeper pid {zookeeper.pid} on {zookeeper.connect_string}, "
-                        f"session timeout {SESSION_TIMEOUT_MS} ms")
-        for node_id, broker in self.cluster.brokers.items():
-            self.view.event(f"broker {node_id} pid {broker.pid} on {broker.bootstrap}, "
-                            f"log {broker.log_path}")
-        return self.cluster.bootstrap
+        zookeeper, view = cluster.zookeeper, self.view
+        assert zookeeper is not None and view is not None  # started; made by run()
+        view.event(f"ZooKeeper pid {zookeeper.pid} on {zookeeper.connect_string}, "
+                   f"session timeout {SESSION_TIMEOUT_MS} ms")
+        for node_id, broker in cluster.brokers.items():
+            view.event(f"broker {node_id} pid {broker.pid} on {broker.bootstrap}, "
+                       f"log {broker.log_path}")
+        return cluster.bootstrap
 
     def _start_spark_cluster(self) -> None:
         if self.scenario.spark_master != STANDALONE:
             return
         from ..spark.standalone import SparkClusterError, StandaloneCluster
-        self.spark_cluster = StandaloneCluster(self.out / "spark-cluster", workers=2)
-        self.children.add_spark_cluster(self.spark_cluster)  # stopped even half-started
+        spark = self.spark_cluster = StandaloneCluster(self.out / "spark-cluster", workers=2)
+        self.children.add_spark_cluster(spark)  # stopped even half-started
         try:
-            self.spark_cluster.start()
+            spark.start()
         except SparkClusterError as error:
             raise RunFailed(f"the Spark standalone cluster did not start: {error}") from None
-        self.spark_master = self.spark_cluster.master_url
-        workers = ", ".join(f"pid {worker.pid}" for worker in self.spark_cluster.workers)
-        self.view.event(f"Spark master pid {self.spark_cluster.master.pid} on "
-                        f"{self.spark_master} (UI {self.spark_cluster.master_ui}), workers "
-                        f"{workers}; logs in {self.spark_cluster.directory}")
+        self.spark_master = spark.master_url
+        workers = ", ".join(f"pid {worker.pid}" for worker in spark.workers)
+        assert self.view is not None and spark.master is not None  # made by run(); started
+        self.view.event(f"Spark master pid {spark.master.pid} on {self.spark_master} (UI "
+                        f"{spark.master_ui}), workers {workers}; logs in {spark.directory}")
 
     def _run_semantics(self, semantics: str, bootstrap: str) -> tuple[CheckResult, dict]:
         return _SemanticsRun(self, semantics, bootstrap).execute()
@@ -411,6 +419,7 @@ class _SemanticsRun:
         self.semantics = semantics
         self.name = prose(semantics)
         self.bootstrap = bootstrap
+        assert runner.view is not None  # made by run() before any semantics runs
         self.view = runner.view
         self.topic = f"verify-{self.name}-{runner.run_tag}"
         self.history_dir = runner.out / "history" / self.name
@@ -535,6 +544,7 @@ class _SemanticsRun:
     def _workload(self, producers: list[ChildProcess]) -> None:
         """Play the schedule while the producers run; heal whatever is open at the end."""
         nemesis = self.nemesis
+        assert nemesis is not None  # made by execute()
         try:
             # the schedule may shift later while a target recovers (see faults.nemesis)
             while self.elapsed() < self.scenario.duration_s + nemesis.delay_s:
@@ -725,7 +735,7 @@ def _create_topic(bootstrap: str, topic: str, partitions: int, replication_facto
                   config: dict[str, str] | None = None) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})  # type: ignore[dict-item]
     try:
         admin.create_topics([NewTopic(topic, partitions, replication_factor,
                                       config=config or {})])[topic].result(30)
@@ -760,10 +770,10 @@ def write_outputs(outcome: RunOutcome) -> dict[str, Path | str]:
     document["wall_time_s"] = outcome.wall_time_s
     document["verdict"] = outcome.verdict
     written: dict[str, Path | str] = {}
-    written["result"] = out / "result.json"
-    written["result"].write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-    written["schedule"] = out / "schedule.json"
-    written["schedule"].write_text(outcome.schedule.to_json() + "\n")
+    result_path = written["result"] = out / "result.json"
+    result_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    schedule_path = written["schedule"] = out / "schedule.json"
+    schedule_path.write_text(outcome.schedule.to_json() + "\n")
     try:
         written["chart"] = write_chart(outcome.results, out / "chart.png",
                                        seed=outcome.scenario.seed)

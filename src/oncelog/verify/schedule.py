@@ -172,7 +172,7 @@ def _fit(events: list[tuple[str, int]], window_ms: int, duration_s: float) -> li
     events = list(events)
     while _needed_ms(events) > window_ms:
         counts = {kind: sum(1 for k, _ in events if k == kind) for kind, _ in events}
-        kind = max(counts, key=counts.get)
+        kind = max(counts, key=lambda each: counts[each])
         if counts[kind] == 1:
             break
         events.pop(max(i for i, (k, _) in enumerate(events) if k == kind))

@@ -103,10 +103,12 @@ class ClusterTarget:
         if len(live) != len(self.node_ids):
             return False
         views = [self.view_of(node) for node in live]
-        if any(view is None or len(view) != self.partitions
-               or not all(p.healthy for p in view.values()) for view in views):
+        known = [view for view in views if view is not None]
+        if len(known) != len(views) or any(
+                len(view) != self.partitions or not all(p.healthy for p in view.values())
+                for view in known):
             return False
-        leaders = [{index: p.leader for index, p in view.items()} for view in views]
+        leaders = [{index: p.leader for index, p in view.items()} for view in known]
         return all(each == leaders[0] for each in leaders)
 
     def leaderships(self) -> dict[int, list[int]]:
@@ -166,6 +168,7 @@ class _KillAndRestart:
 
     def heal(self) -> dict:
         node, self._node = self._node, None
+        assert node is not None, "heal after inject"
         pid = self.target.restart(node, self.name)
         return {"broker": node, "pid": pid,
                 "down_s": round(time.monotonic() - self._killed_at, 3),

@@ -49,6 +49,13 @@ _WRITING = re.compile(r"^batch (\d+) writing$")
 _WRITTEN = re.compile(r"^batch (\d+) (written|skipped)$")
 
 
+def _batch_of(pattern: re.Pattern[str], text: str) -> int:
+    """The batch number in a line already seen to match ``pattern``."""
+    match = pattern.match(text)
+    assert match is not None, text
+    return int(match.group(1))
+
+
 class KillExecutor:
     name = "kill-executor"
 
@@ -91,7 +98,7 @@ class KillExecutor:
         line = self._batch_in_progress() or child.wait_for_line(
             lambda text: bool(_WRITING.match(text)), after=time.monotonic(),
             timeout=self.wait_s)
-        batch = int(_WRITING.match(line.text).group(1)) if line is not None else None
+        batch = _batch_of(_WRITING, line.text) if line is not None else None
         chosen, alive = self._choose(app, scheduled, line)
         if chosen is None:
             return {"target": "a Spark executor", "pid": None, "running": False,
@@ -181,7 +188,7 @@ class KillExecutor:
                 line = child.wait_for_line(lambda text: bool(_WRITTEN.match(text)),
                                            after=killed["at"], timeout=0)
                 if line is not None:
-                    batch_after = int(_WRITTEN.match(line.text).group(1))
+                    batch_after = _batch_of(_WRITTEN, line.text)
             if (replaced_s is not None and batch_after is not None) or not child.alive \
                     or time.monotonic() >= deadline or self.stage.app() != killed["app"]:
                 break

@@ -49,6 +49,7 @@ import signal
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..processes import ChildProcess, Children
 from . import consumer as consumer_worker
@@ -56,6 +57,9 @@ from . import pipeline as pipeline_worker
 from . import reader as reader_worker
 from . import transform as transform_worker
 from .sinks import DeliveriesTable, PipelineTable, ReadTable, SinkUnavailable
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
 
 __all__ = ["ConsumerStage", "PipelineStage", "ReaderStage", "TransformStage", "WINDOWS",
            "batch_window", "executor_evidence", "last_batch_file"]
@@ -137,6 +141,7 @@ def executor_evidence(lines: Iterable[str]) -> dict:
 
 class _Stage:
     child: ChildProcess
+    sink: DeliveriesTable | PipelineTable | ReadTable
     description: str
     ready_prefix: str
     steady_pattern: str
@@ -301,7 +306,7 @@ class TransformStage(_SelfKillingStage):
             transform_worker.command(bootstrap=bootstrap, topic=topic, group=self.group,
                                      session_timeout_ms=session_timeout_ms),
             log_dir / f"{name}-transform.log", watch=True))
-        self._offsets_client = None
+        self._offsets_client: Consumer | None = None
 
     def start(self) -> None:
         if not self.reader.alive:
@@ -367,6 +372,7 @@ def _quiet():
 
 
 class PipelineStage(_Stage):
+    sink: PipelineTable
     ready_prefix = "started"
     steady_pattern = _WRITTEN.pattern  # past the JVM start and its first batch
     ready_timeout_s = 180.0

@@ -37,6 +37,10 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 __all__ = ["command", "main"]
 
@@ -199,7 +203,7 @@ class _Transactions:
         self.rng = random.Random(f"{args.seed}-{args.producer}")
         self.txn = 0
         self.outcomes = {"committed": 0, "aborted": 0, "unknown": 0, "abandoned": 0}
-        self.producer = None
+        self.producer: Producer | None = None
 
     def run(self) -> int:
         """0, or 1 when no producer instance could be initialised (the runner notes it)."""
@@ -248,10 +252,14 @@ class _Transactions:
         self.outcomes["abandoned"] += 1
         self._new_producer()
 
+    def _producer(self) -> Producer:
+        assert self.producer is not None, "a transaction runs on a producer"
+        return self.producer
+
     def _finish(self, ids: list[str], abort: bool) -> None:
         """Abort or commit, and record the outcome. An abort that fails raises: the
         transaction was never asked to commit, and is abandoned."""
-        producer, history = self.producer, self.history
+        producer, history = self._producer(), self.history
         if abort or not ids:
             producer.abort_transaction(COMMIT_GIVE_UP_S)
             if ids:
@@ -268,7 +276,7 @@ class _Transactions:
     def _commit(self) -> str:
         """committed, aborted (an abortable error, then a successful abort) or unknown."""
         from confluent_kafka import KafkaException
-        producer = self.producer
+        producer = self._producer()
         deadline = time.monotonic() + COMMIT_GIVE_UP_S
         while True:
             try:

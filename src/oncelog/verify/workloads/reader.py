@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import sys
+from typing import cast
 
 __all__ = ["command", "main"]
 
@@ -97,14 +98,14 @@ def main(argv: list[str] | None = None) -> int:
         records, moved = [], {}
         for message in consumer.consume(num_messages=args.batch_size, timeout=0.2):
             error = message.error()
+            # a record and an end-of-partition event name their partition and offset
+            partition, offset = cast(int, message.partition()), cast(int, message.offset())
             if error is None:
-                records.append((message.value(), message.topic(), message.partition(),
-                                message.offset()))
-                moved[message.partition()] = message.offset() + 1
+                records.append((message.value(), cast(str, message.topic()), partition, offset))
+                moved[partition] = offset + 1
             elif error.code() == KafkaError._PARTITION_EOF:
-                if message.offset() > moved.get(message.partition(),
-                                                positions.get(message.partition(), -1)):
-                    moved[message.partition()] = message.offset()
+                if offset > moved.get(partition, positions.get(partition, -1)):
+                    moved[partition] = offset
             elif error.fatal():
                 print(f"fatal: {error.str()}", flush=True)
                 return 1
