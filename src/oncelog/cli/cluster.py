@@ -46,8 +46,10 @@ def cluster_start(brokers, data_dir, first_port, settings) -> None:
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(True))
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
-    click.echo(f"zookeeper.connect={local.zookeeper_connect} (pid {local.zookeeper.pid}, "
-               f"log {local.zookeeper.log_path})")
+    zookeeper = local.zookeeper
+    assert zookeeper is not None  # started by local.start()
+    click.echo(f"zookeeper.connect={local.zookeeper_connect} (pid {zookeeper.pid}, "
+               f"log {zookeeper.log_path})")
     for node_id, process in local.brokers.items():
         click.echo(f"broker {node_id}: {process.bootstrap} (pid {process.pid}, log "
                    f"{process.log_path})")

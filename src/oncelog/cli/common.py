@@ -28,7 +28,7 @@ def admin_client(bootstrap: str):
     from confluent_kafka.admin import AdminClient
     # Looking a topic up must not create it, whatever the broker's auto-creation setting.
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000,
-                        "allow.auto.create.topics": False, "logger": quiet_logger()})
+                        "allow.auto.create.topics": False, "logger": quiet_logger()})  # type: ignore[dict-item]
 
 
 def quiet_logger() -> logging.Logger:

@@ -25,7 +25,8 @@ from .common import Failure, parse_pair, quiet_logger, bootstrap_option
 def produce(bootstrap, topic, key_separator, partition, headers, acks, compression, source) -> None:
     """Send one record per input line to TOPIC."""
     from confluent_kafka import KafkaException, Producer
-    header_list = [(n, v.encode()) for n, v in (parse_pair(h) for h in headers)]
+    header_list: list[tuple[str, str | bytes | None]] = [
+        (n, v.encode()) for n, v in (parse_pair(h) for h in headers)]
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks,
                          "compression.type": compression, "linger.ms": 5,
                          "message.timeout.ms": 30000, "logger": quiet_logger()})

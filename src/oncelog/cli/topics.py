@@ -58,7 +58,8 @@ def topics_describe(bootstrap, name) -> None:
         for index in sorted(topic.partitions):
             info = topic.partitions[index]
             epoch, offline = epochs.get(index, ("?", []))
-            low = high = "-"  # no leader to ask, or it does not answer
+            low: int | str = "-"  # no leader to ask, or it does not answer
+            high: int | str = "-"
             if info.leader >= 0:
                 try:
                     low, high = consumer.get_watermark_offsets(TopicPartition(name, index),

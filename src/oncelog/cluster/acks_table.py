@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import cast
 
 from .local import LocalCluster
 
@@ -114,6 +115,7 @@ class AcksTable:
     def _run_row(self, index: int, row: Row) -> RowResult:
         from confluent_kafka.admin import NewTopic
         cluster = self.cluster
+        assert cluster is not None  # started by run()
         topic = f"acks-table-{index}"
         admin = self._admin()
         admin.create_topics([NewTopic(topic, 1, 3, config={
@@ -148,6 +150,7 @@ class AcksTable:
 
     def _cycle(self, topic: str, row: Row, result: RowResult) -> None:
         cluster = self.cluster
+        assert cluster is not None  # started by run()
         leader = self._wait_healthy(topic)
         followers = [n for n in cluster.brokers if n != leader]
         long_pause = row.cycle == "isr-shrinks-then-leader-dies"
@@ -266,8 +269,8 @@ def _read_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[bytes
         while position < end and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is not None and not message.error():
-                values.append(message.value())
-                position = message.offset() + 1
+                values.append(cast(bytes, message.value()))  # a record of ours: a value
+                position = cast(int, message.offset()) + 1
     finally:
         consumer.close()
     return values

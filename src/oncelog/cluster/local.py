@@ -62,6 +62,7 @@ class LocalCluster:
 
     def _broker_process(self, node_id: int, port: int | None) -> BrokerProcess:
         directory = self.data_dir / f"broker-{node_id}"
+        assert self.zookeeper_connect is not None  # known once ZooKeeper runs
         settings = {"node.id": str(node_id), "zookeeper.connect": self.zookeeper_connect,
                     **self.settings}
         return BrokerProcess(directory / "data", port=port, host=self.host, settings=settings,
@@ -113,10 +114,15 @@ class LocalCluster:
         process.start(timeout_s)
 
     def pause(self, node_id: int) -> None:
-        os.kill(self.brokers[node_id].pid, signal.SIGSTOP)
+        os.kill(self._pid(node_id), signal.SIGSTOP)
 
     def resume(self, node_id: int) -> None:
-        os.kill(self.brokers[node_id].pid, signal.SIGCONT)
+        os.kill(self._pid(node_id), signal.SIGCONT)
+
+    def _pid(self, node_id: int) -> int:
+        pid = self.brokers[node_id].pid
+        assert pid is not None, f"broker {node_id} was started"
+        return pid
 
     def is_running(self, node_id: int) -> bool:
         process = self.brokers[node_id].process
@@ -128,7 +134,7 @@ class LocalCluster:
         for process in self.brokers.values():
             if process.process is not None and process.process.poll() is None:
                 try:
-                    os.kill(process.pid, signal.SIGCONT)  # a paused broker cannot stop
+                    os.kill(process.process.pid, signal.SIGCONT)  # a paused broker cannot stop
                 except ProcessLookupError:
                     pass
         for process in self.brokers.values():
