@@ -41,7 +41,8 @@ def _named_in_literals(docstring: str) -> set[str]:
             for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", literal)}
 
 
-@pytest.mark.parametrize("package", _packages(), ids=lambda path: str(path.relative_to(ROOT.parent)))
+@pytest.mark.parametrize("package", _packages(),
+                         ids=lambda path: str(path.relative_to(ROOT.parent)))
 def test_every_package_docstring_names_each_of_its_modules(package):
     init = package / "__init__.py"
     assert init.exists(), f"{package.relative_to(ROOT.parent)} has no __init__.py to describe it"
