@@ -6,6 +6,11 @@ import os
 
 import pytest
 
+# Tests drive brokers with kafka-python too. Loaded first through oncelog's codecs, it
+# raises none of its 218 schema-loading DeprecationWarnings (protocol/messages.py silences
+# exactly those, for users' runs), so a test module's own "import kafka" finds it loaded;
+# the project's runs show every other warning, as a user's do (no filterwarnings here).
+import oncelog.protocol.messages  # noqa: F401
 from oncelog.broker.process import BrokerProcess
 
 # pytester runs generated test files in a subprocess (tests/testing_kit: the pytest plugin)

@@ -26,13 +26,13 @@ def recipe_files(spark: bool) -> dict[str, str]:
 def run_recipes(pytester, files: dict[str, str]):
     pytester.makepyfile(**files)
     return pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", "-q",
-                                         "-W", "ignore::DeprecationWarning", timeout=400)
+                                         timeout=400)
 
 
 def test_recipes_in_docs_pass(pytester):
     files = recipe_files(spark=False)
     assert len(files) == 3, "docs/testing.md lost or gained a recipe block"
-    run_recipes(pytester, files).assert_outcomes(passed=4)
+    run_recipes(pytester, files).assert_outcomes(passed=4, warnings=0)
 
 
 @pytest.mark.slow

@@ -38,11 +38,6 @@ HANDLERS = {module.API_KEY: module for module in (
 )}
 
 
-def supported(api_key: int, api_version: int) -> bool:
-    handler = HANDLERS.get(api_key)
-    return handler is not None and api_version in handler.VERSIONS
-
-
 async def dispatch(ctx: RequestContext, request: ApiMessage) -> Response:
     handler = HANDLERS[ctx.api_key]
     if ctx.api_version not in handler.VERSIONS:

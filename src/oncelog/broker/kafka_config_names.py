@@ -163,8 +163,3 @@ def closest(name: str, known) -> str | None:
     """The known name nearest to ``name`` by spelling, if any is near enough to suggest."""
     matches = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
     return matches[0] if matches else None
-
-
-def did_you_mean(name: str, known) -> str:
-    suggestion = closest(name, known)
-    return f"; did you mean {suggestion!r}?" if suggestion else ""

@@ -1,8 +1,11 @@
 """The ``oncelog`` command: one module per command family.
 
 ``oncelog broker`` and ``oncelog demo`` live here; ``topics`` (``cli/topics.py``),
-``produce``/``consume`` (``cli/records.py``) are kcat-like clients over confluent-kafka that
-work against any Kafka-protocol broker. Shared option and error helpers are in
+``produce``/``consume`` (``cli/records.py``), ``groups`` (``cli/groups.py``),
+``transactions`` (``cli/transactions.py``) and ``producers`` (``cli/producers.py``) are
+kcat-like clients over confluent-kafka that work against any Kafka-protocol broker;
+``cluster`` (``cli/cluster.py``), ``pipeline`` (``cli/pipeline.py``) and ``verify``
+(``cli/verify.py``) start processes of their own. Shared option and error helpers are in
 ``cli/common.py``. Every client command takes ``--bootstrap HOST:PORT`` (default
 127.0.0.1:9092). Errors are one sentence on stderr and a non-zero exit, never a traceback.
 """

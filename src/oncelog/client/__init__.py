@@ -5,6 +5,12 @@
   call your ``process(record)`` and commit before (at-most-once) or after (at-least-once)
   processing; ``GuaranteedConsumer`` is the class behind them.
 - ``reader`` — reads a topic from a chosen position, without a group.
+- ``transform`` — ``exactly_once_transform``: consume, transform and produce, each batch's
+  output and input offsets committed in one Kafka transaction (KIP-98, KIP-447).
+- ``transactions`` — transactions as an administrator sees them (Kafka's
+  ``kafka-transactions.sh``): list, describe, find hanging ones, abort.
+- ``metadata`` — the cluster's metadata with what confluent-kafka's leaves out (leader
+  epochs, offline replicas, the controller).
 
 The same guarantee names exist on both sides, so import the module and pick from it::
 

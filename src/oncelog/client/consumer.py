@@ -53,6 +53,10 @@ _FIXED = {"enable.auto.commit": False, "enable.auto.offset.store": False}
 
 @dataclass
 class ConsumerStats:
+    """What ``GuaranteedConsumer.run()`` did, returned to its caller: records processed,
+    batches polled, offset commits made and commits that failed (their records come again:
+    an at-least-once consumer processes them twice, an at-most-once one reads them again
+    before processing them)."""
     processed: int = 0
     batches: int = 0
     commits: int = 0

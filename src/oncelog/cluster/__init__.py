@@ -1,5 +1,12 @@
-"""Running a cluster on one machine: a real ZooKeeper (``ZooKeeperProcess``) and, with
-``oncelog cluster start``, several brokers around it."""
+"""Running a cluster on one machine: a real ZooKeeper and N brokers on loopback.
+
+- ``zookeeper_process`` — ``ZooKeeperProcess``: a real Apache ZooKeeper as a child process.
+- ``local`` — ``LocalCluster``: ZooKeeper and N broker processes, each with its own data
+  directory (``oncelog cluster start``, the cluster tests, ``oncelog verify --brokers``,
+  the benchmarks), with kill/pause/resume/restart of one broker for fault injection.
+- ``acks_table`` — ``oncelog cluster acks-table``: what each producer and broker setting
+  keeps when leaders die, measured on a 3-broker cluster.
+"""
 
 from .zookeeper_process import (ZooKeeperNotInstalled, ZooKeeperProcess, ZooKeeperStartError,
                                 four_letter_word)

@@ -2,9 +2,16 @@
 
 ``store.MetadataStore`` is the interface: brokers, the controller, topics with their replica
 assignment, per-partition state ``{leader, leader_epoch, isr}`` changed only by
-compare-and-set, producer-id blocks. ``LocalMetadataStore`` keeps it in one JSON file in the
-data directory (the single-broker default, no extra process); ``ZooKeeperMetadataStore``
-(``zookeeper_store``) keeps it in ZooKeeper for a cluster.
+compare-and-set, producer-id blocks. ``LocalMetadataStore`` (``metadata_store``) keeps it in
+one JSON file in the data directory (the single-broker default, no extra process);
+``ZooKeeperMetadataStore`` (``zookeeper_store``) keeps it in ZooKeeper for a cluster.
+
+- ``controller`` — the controller role: elections over the whole cluster, by compare-and-set,
+  after the pure rules of ``elections`` (clean and unclean, controlled shutdown).
+- ``membership`` — ``ClusterMembership``: what a broker does in cluster mode besides serving
+  requests (metadata sync, ISR changes, the leadership lease, the controller role, controlled
+  shutdown); ``live_brokers`` — which brokers are live and which ones Metadata lists.
+- ``producer_ids`` — producer ids unique across restarts and brokers, in reserved blocks.
 """
 
 from .metadata_store import LocalMetadataStore

@@ -2,11 +2,14 @@
 
 - ``group`` — the classic consumer-group coordinator (JoinGroup/SyncGroup/Heartbeat/
   LeaveGroup, generations, committed offsets in ``__consumer_offsets``).
+- ``transaction`` — the transaction coordinator (KIP-98, KIP-447): InitProducerId with a
+  transactional id, AddPartitionsToTxn/AddOffsetsToTxn, EndTxn, commit and abort markers
+  written to every partition of a transaction, timeouts, recovery from
+  ``__transaction_state``.
+- ``internal_topic`` — a coordinator's internal topic on this broker: created when
+  missing, appended to, read back when a partition is loaded, waited on until replicated.
 - ``timer`` — keyed deadlines (session, rebalance and join timeouts) driven by an injected
   clock.
-
-- ``transaction`` — the transaction coordinator's state table, transitions and
-  ``__transaction_state`` records (being built: issue 12).
 - ``record_codec`` — Kafka's primitive types as both internal topics' records use them.
 """
 

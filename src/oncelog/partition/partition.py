@@ -73,9 +73,9 @@ log = logging.getLogger(__name__)
 
 
 class AppendOrigin(Enum):
-    """Who appends; selects the validations (Kafka's AppendOrigin)."""
+    """Who appends; selects the validations (Kafka's AppendOrigin). A follower's appends
+    still take their own path (``append_as_follower``), so there is no REPLICATION yet."""
     CLIENT = "client"
-    REPLICATION = "replication"
     COORDINATOR = "coordinator"
 
 

@@ -50,10 +50,6 @@ OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 # after us): ask again soon, not after a whole replica.fetch.backoff.ms.
 _LEADER_CATCHING_UP = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER}
 CATCH_UP_RETRY_S = 0.02
-_RETRY_LATER = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
-                ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE,
-                ErrorCode.KAFKA_STORAGE_ERROR}
 FetchRequest = messages.FetchRequest
 FetchTopic = FetchRequest.FetchTopic
 EpochRequest = messages.OffsetForLeaderEpochRequest

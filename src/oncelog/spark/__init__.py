@@ -16,8 +16,15 @@ Modules:
 - ``session``   a local SparkSession with the settings PySpark's Python workers need
 - ``connect_server``  Spark's Connect server started from the PySpark installation
 - ``connect_client``  a fix to PySpark's Connect client that ``register`` applies (SPARK-59135)
-- ``sinks``     exactly-once sinks: files, database transaction with offsets, upserts
-- ``pipeline``  the example pipeline ``oncelog pipeline run`` runs
+- ``errors``    the source's errors, one sentence each
+- ``sinks``     exactly-once sinks: files, database transaction with offsets, upserts, Kafka
+- ``copy_job``  a streaming job copying a topic into a sink (``python -m``; the verifier's)
+- ``pipeline``  the example pipeline ``oncelog pipeline run`` runs; ``pipeline_runner`` runs
+                it end to end (broker, generator, Spark, progress, report)
+- ``standalone``  a Spark standalone cluster (Master, Workers) from the PySpark installation;
+                ``process_group`` starts Spark's processes, each in a process group of its own
+- ``ship``      oncelog as a zip for executors whose Python lacks it
+- ``status``    where an application's tasks ran, from the driver's status REST API
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """The on-disk log of a partition: segments of record batches in Kafka's format, their
-offset and time indexes, recovery after a crash, roll and retention.
+offset and time indexes, recovery after a crash, roll, retention and compaction.
 
 ``Log`` is the whole of it for callers (``log.py``); ``segment.py`` is one segment and its
 files, ``index.py`` the two sparse indexes, ``txn_index.py`` the aborted-transaction index,
-``config.py`` the ``log.*`` settings.
+``cleaner.py`` log compaction (transaction-aware), ``config.py`` the ``log.*`` settings.
+Beside the log: ``leader_epoch.py`` the leader-epoch checkpoint, ``producer_snapshots.py``
+the producer-state snapshot files, ``files.py`` small files written whole and fsyncs by
+name, ``file_region.py`` a range of a segment file sent with ``os.sendfile``.
 """
 
 from .config import LogConfig

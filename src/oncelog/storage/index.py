@@ -83,10 +83,6 @@ class OffsetIndex:
     def __len__(self) -> int:
         return len(self.positions)
 
-    @property
-    def last_position(self) -> int:
-        return self.positions[-1] if self.positions else -1
-
     def append(self, last_offset: int, position: int) -> None:
         self.relative_offsets.append(last_offset - self.base_offset)
         self.positions.append(position)

@@ -187,10 +187,6 @@ class WireFaults:
                 return fault
         return None
 
-    def wants(self, kind: str) -> bool:
-        with self._lock:
-            return any(fault.kind == kind and not fault.exhausted for fault in self._faults)
-
 
 def _names_match(fault: WireFault, names: list[tuple[str, int | None]]) -> bool:
     return any((fault.topic is None or topic == fault.topic) and

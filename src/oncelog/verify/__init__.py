@@ -7,6 +7,7 @@
 - ``checker``: ``check(history, semantics)`` reads only the history and reports what was
   lost, duplicated, reordered or never produced (and, for transactional runs, which aborted
   or uncommitted records were read), and whether the contract was kept.
+- ``landing``: whether each fault of a run actually took effect, read from its history.
 - ``report``: the terminal table, the JSON result and the PNG chart (matplotlib, lazily).
 - ``proxy``: the network fault: a Kafka-aware TCP proxy that drops acknowledgements, delays
   or cuts connections.

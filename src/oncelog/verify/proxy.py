@@ -91,7 +91,6 @@ class FaultProxy:
         self.listen_port = int(listen_port)
         self.random = random.Random(self.rules.seed)
         self.stats = ProxyStats()
-        self.enabled = True  # faults can be switched off mid-run (heal)
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
 
@@ -162,11 +161,10 @@ class FaultProxy:
                     api_key, version, correlation_id = _REQUEST_HEAD.unpack_from(frame, 4)
                     self.stats.requests += 1
                     self.stats.versions_by_api.setdefault(api_key, set()).add(version)
-                    if self.enabled and self.rules.cut_rate and \
-                            self.random.random() < self.rules.cut_rate:
+                    if self.rules.cut_rate and self.random.random() < self.rules.cut_rate:
                         self.stats.cut_connections += 1
                         return
-                    drop = (self.enabled and api_key in self.rules.drop_api_keys
+                    drop = (api_key in self.rules.drop_api_keys
                             and self.random.random() < self.rules.drop_response_rate)
                     if drop and self.rules.drop_mode == "request":
                         # never forwarded: no response will come for it either
@@ -210,7 +208,7 @@ class FaultProxy:
             cut.set()
 
     async def _delay(self) -> None:
-        if self.enabled and self.rules.delay_ms:
+        if self.rules.delay_ms:
             await asyncio.sleep(self.rules.delay_ms / 1000)
 
     # -- address rewriting -----------------------------------------------------------------
@@ -307,9 +305,6 @@ class ProxyThread(ThreadedProxy):
                  listen: str = "127.0.0.1:0",
                  addresses: dict[tuple[str, int], tuple[str, int]] | None = None) -> None:
         super().__init__(FaultProxy(upstream, rules, listen, addresses), "fault-proxy")
-
-    def set_enabled(self, enabled: bool) -> None:
-        self._loop.call_soon_threadsafe(setattr, self.proxy, "enabled", enabled)
 
     def set_rules(self, rules: FaultRules) -> None:
         """Replace the rules mid-run and reseed the random source from ``rules.seed``

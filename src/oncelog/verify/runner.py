@@ -275,10 +275,6 @@ class RunOutcome:
     wall_time_s: float = 0.0
 
     @property
-    def contracts_kept(self) -> bool:
-        return all(result.contract_kept for result in self.results)
-
-    @property
     def verdict(self) -> str:
         """``broken`` if a semantics broke its contract, else ``inconclusive`` if one proved
         nothing (``CheckResult.verdict``), else ``kept``."""

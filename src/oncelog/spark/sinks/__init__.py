@@ -13,8 +13,8 @@
 
 Both database sinks are ``foreachBatch`` functions, take ``sqlite:///path.db`` or
 ``postgresql://...`` URLs (``database``; SQL differences in ``dialects``), map Spark types to
-SQL types as ``columns`` tabulates, and raise ``SinkError`` (a ``ValueError``) with one sentence;
-``KafkaSink`` raises it too.
+SQL types as ``columns`` tabulates, and raise ``SinkError`` (a ``ValueError``, ``errors``) with one
+sentence; ``KafkaSink`` raises it too.
 """
 
 from .database import Database, open_database, parse_url

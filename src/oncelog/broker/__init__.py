@@ -1,0 +1,21 @@
+"""The broker process: connections, requests, configuration and what one client may cost.
+
+- ``broker`` - ``Broker``: owns the state holders (partitions, both coordinators, the
+  metadata store and, in cluster mode, its membership) and runs the listener and the
+  background tasks (flusher, coordinator timers, log maintenance).
+- ``server`` - the listener: frames in, requests run as they arrive, responses out in
+  request order per connection; ``writable`` waits on a full socket for ``os.sendfile``.
+- ``dispatch`` - routes a decoded request to its module in ``handlers`` (one per Kafka API)
+  and turns every failure into a Kafka error code; ``context`` is what a handler receives.
+- ``config`` - broker and topic configs under Kafka's names (defaults, ``--config`` file,
+  ``--set``); ``kafka_config_names`` - Apache Kafka's own names, so an unused Kafka setting
+  is told apart from a misspelt one.
+- ``limits`` - memory, connection, idle-time and log-line bounds per client
+  (``queued.max.request.bytes``, ``max.connections``, ...); ``allocator`` - the C
+  allocator's settings for a broker process.
+- ``process`` - ``BrokerProcess``: a broker as a child process, for ``oncelog demo``, tests
+  and benchmarks.
+
+Importing this package imports nothing: ``oncelog.broker.process`` is used by light callers
+(the test kit) that must not pull in the server.
+"""
