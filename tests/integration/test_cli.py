@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -80,7 +81,7 @@ def test_errors_are_one_sentence(broker, tmp_path):
                          "num.partitions=zero", check=False)
     assert bad_config.returncode == 1
     assert bad_config.stderr.strip() == ("oncelog: num.partitions='zero' is invalid: "
-                                         "invalid literal for int() with base 10: 'zero'")
+                                         "expected an integer")
     busy = oncelog("broker", "--listen", broker.bootstrap, "--data-dir",
                    str(tmp_path / "other"), check=False)
     assert busy.returncode == 1 and "cannot listen on" in busy.stderr
@@ -170,3 +171,37 @@ def test_config_file_and_set_flags(broker_factory, tmp_path):
     described = oncelog("topics", "describe", "auto", *b).stdout
     assert "retention.ms=3600000" in described
     assert "num.network.threads" in broker.log_path.read_text()  # warned, ignored
+
+
+def test_messages_name_the_bad_value_not_python_internals(tmp_path):
+    """Regression (issue 29): a bad value came back in Python's words - `invalid literal for
+    int() with base 10: 'zero'` for --set num.partitions=zero, `ConnectionRefusedError:
+    [Errno 111] Connect call failed` from `transactions list` -, a data directory that
+    cannot be created was a traceback, and --listen 127.0.0.1:99999 "listened" on the port
+    modulo 65536. Each is now one sentence naming the value."""
+    cases = [
+        (("broker", "--data-dir", str(tmp_path / "d"), "--set", "num.partitions=zero"),
+         "num.partitions='zero' is invalid: expected an integer"),
+        (("broker", "--data-dir", str(tmp_path / "d"), "--listen", "127.0.0.1:99999"),
+         "the port 99999 is not a number from 0 to 65535"),
+        (("broker", "--data-dir", str(tmp_path / "file" / "d"), "--listen", "127.0.0.1:0"),
+         f"cannot use {tmp_path / 'file' / 'd'}: Not a directory"),
+        (("transactions", "list", "-b", f"127.0.0.1:{closed_port()}"), "connection refused"),
+        (("demo", "--port", "99999"), "99999 is not in the range 1<=x<=65535"),
+        (("transactions", "list", "--state", "Bogus"), "'Bogus' is not one of 'Empty'"),
+    ]
+    (tmp_path / "file").write_text("")
+    for args, words in cases:
+        done = oncelog(*args, check=False, timeout=30)
+        assert done.returncode in (1, 2), done
+        assert done.stderr.startswith("oncelog: ") and done.stderr.count("\n") == 1, done.stderr
+        assert words in done.stderr
+        for internal in ("invalid literal", "Errno", "Error:", "Traceback"):
+            assert internal not in done.stderr
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -26,19 +26,23 @@ def transactions() -> None:
 
 
 def _run(action, what: str):
+    from ..client.bootstrap import describe_connection_error
     from ..client.transactions import TransactionAdminError
     try:
         return action()
     except TransactionAdminError as error:
         raise Failure(str(error)) from None
-    except (ConnectionError, ValueError) as error:
-        raise Failure(f"{what}: {error}") from None
+    except ConnectionError as error:
+        raise Failure(f"{what}: {describe_connection_error(error)}") from None
 
 
 @transactions.command("list")
 @bootstrap_option
 @click.option("--state", "states", multiple=True,
-              help="Only these states (Empty, Ongoing, PrepareCommit, ...); repeatable.")
+              type=click.Choice(["Empty", "Ongoing", "PrepareCommit", "PrepareAbort",
+                                 "CompleteCommit", "CompleteAbort", "PrepareEpochFence", "Dead"],
+                                case_sensitive=False),
+              help="Only transactions in this state (Kafka's names); repeatable.")
 @click.option("--min-duration-ms", type=int, default=-1,
               help="Only transactions open at least this long.")
 def transactions_list(bootstrap, states, min_duration_ms) -> None:

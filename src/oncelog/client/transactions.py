@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..protocol import messages
 from ..protocol.errors import ErrorCode
 from ..replication.client import BrokerClient
+from .bootstrap import parse_bootstrap
 from .metadata import fetch_metadata
 
 FIND_COORDINATOR_VERSION = 3
@@ -85,8 +86,7 @@ def list_transactions(bootstrap: str, states: list[str] | None = None,
 
 def describe_transaction(bootstrap: str, transactional_id: str):
     """The coordinator's view (a DescribeTransactions state) and the coordinator's id."""
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-    found = asyncio.run(_ask((host or "127.0.0.1", int(port)), messages.FindCoordinatorRequest(
+    found = asyncio.run(_ask(parse_bootstrap(bootstrap)[0], messages.FindCoordinatorRequest(
         key=transactional_id, key_type=1), FIND_COORDINATOR_VERSION))
     if found.error_code != ErrorCode.NONE:
         raise TransactionAdminError(ErrorCode(found.error_code),
@@ -110,9 +110,12 @@ def _leader(bootstrap: str, topic: str, partition: int) -> tuple[str, int]:
             for p in entry.partitions:
                 if p.partition_index == partition and p.leader_id in brokers:
                     return brokers[p.leader_id]
-            raise TransactionAdminError(ErrorCode.LEADER_NOT_AVAILABLE,
-                                        f"{topic}-{partition} has no leader")
-    raise TransactionAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition}")
+                if p.partition_index == partition:
+                    raise TransactionAdminError(ErrorCode.LEADER_NOT_AVAILABLE,
+                                                f"{topic}-{partition} has no leader")
+            raise TransactionAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                        f"topic {topic} has no partition {partition}")
+    raise TransactionAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
 
 
 def open_transactions(bootstrap: str, topic: str, partition: int) -> list[OpenTransaction]:
