@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -47,17 +47,28 @@ def test_produce_and_consume_with_keys_headers_and_positions(broker):
     time.sleep(0.05)
     middle = datetime.now().isoformat(timespec="milliseconds")
     oncelog("produce", "lines", *b, stdin="fourth\n")
-    text = oncelog("consume", "lines", *b).stdout.splitlines()
-    assert text == ["0:0 k1 first", "0:1 k2 second", "0:2 third", "0:3 fourth"]
+    text = [without_timestamp(line) for line in oncelog("consume", "lines", *b).stdout.splitlines()]
+    assert text == ['0:0\t"k1"\t{"source": "cli"}\tfirst', '0:1\t"k2"\t{"source": "cli"}\tsecond',
+                    '0:2\t(no key)\t{"source": "cli"}\tthird', "0:3\t(no key)\t(no headers)\tfourth"]
     records = [json.loads(line) for line in
                oncelog("consume", "lines", "--format", "json", "-c", "2", *b).stdout.splitlines()]
     assert [(r["key"], r["value"], r["headers"]) for r in records] == [
         ("k1", "first", {"source": "cli"}), ("k2", "second", {"source": "cli"})]
-    assert oncelog("consume", "lines", "--from", "2", *b).stdout.splitlines() == [
-        "0:2 third", "0:3 fourth"]
-    assert oncelog("consume", "lines", "--from", middle, *b).stdout.splitlines() == ["0:3 fourth"]
+    assert values(oncelog("consume", "lines", "--from", "2", *b)) == ["third", "fourth"]
+    assert values(oncelog("consume", "lines", "--from", middle, *b)) == ["fourth"]
     assert len(oncelog("consume", "lines", "--from", before, *b).stdout.splitlines()) == 4
     assert oncelog("consume", "lines", "--from", "latest", *b).stdout == ""
+
+
+def without_timestamp(line: str) -> str:
+    position, _timestamp, rest = line.split("\t", 2)
+    return f"{position}\t{rest}"
+
+
+def values(result) -> list[str]:
+    """The value of each record ``oncelog consume`` printed (the last of five tab-separated
+    fields)."""
+    return [line.split("\t", 4)[4] for line in result.stdout.splitlines()]
 
 
 def test_errors_are_one_sentence(broker, tmp_path):
@@ -171,6 +182,32 @@ def test_config_file_and_set_flags(broker_factory, tmp_path):
     described = oncelog("topics", "describe", "auto", *b).stdout
     assert "retention.ms=3600000" in described
     assert "num.network.threads" in broker.log_path.read_text()  # warned, ignored
+
+
+def test_consume_prints_keys_headers_and_timestamps_unambiguously(broker):
+    """Regression (issue 29): consume printed `partition:offset key value`, so an unkeyed
+    record "line one" came out as `0:0 line one`, exactly like key "line" with value "one",
+    and neither timestamps nor headers were shown. Now each record is five tab-separated
+    fields: the position, an ISO-8601 UTC timestamp, the key as a JSON string or (no key),
+    the headers as a JSON object or (no headers), and the value as it is."""
+    b = ["--bootstrap", broker.bootstrap]
+    oncelog("topics", "create", "ambiguous", "-p", "1", *b)
+    before = datetime.now(UTC)
+    oncelog("produce", "ambiguous", *b, stdin="line one\n")
+    oncelog("produce", "ambiguous", "-K", " ", "-H", "trace=a b", "-H", "source=cli", *b,
+            stdin="line one\n")
+    after = datetime.now(UTC)
+    unkeyed, keyed = oncelog("consume", "ambiguous", *b).stdout.splitlines()
+    assert unkeyed != keyed.replace('"line"', "line")  # no longer the same line twice
+    position, timestamp, key, headers, value = unkeyed.split("\t")
+    assert (position, key, headers, value) == ("0:0", "(no key)", "(no headers)", "line one")
+    assert timestamp.endswith("Z")
+    assert before.replace(microsecond=0) <= datetime.fromisoformat(timestamp) <= after
+    position, timestamp, key, headers, value = keyed.split("\t")
+    assert (position, key, value) == ("0:1", '"line"', "one")
+    assert json.loads(headers) == {"trace": "a b", "source": "cli"}
+    # the printed timestamp is one --from takes back
+    assert values(oncelog("consume", "ambiguous", "--from", timestamp, *b)) == ["one"]
 
 
 def test_messages_name_the_bad_value_not_python_internals(tmp_path):
