@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -208,6 +209,30 @@ def test_consume_prints_keys_headers_and_timestamps_unambiguously(broker):
     assert json.loads(headers) == {"trace": "a b", "source": "cli"}
     # the printed timestamp is one --from takes back
     assert values(oncelog("consume", "ambiguous", "--from", timestamp, *b)) == ["one"]
+
+
+def test_ctrl_c_ends_consume_follow_with_status_0(broker):
+    """Regression (issue 29): Ctrl-C, the normal way to leave `consume --follow`, printed
+    "oncelog: aborted" and exited 1 (click's KeyboardInterrupt handling). Now consume ends
+    quietly with status 0; in a group it still commits what it printed."""
+    b = ["--bootstrap", broker.bootstrap]
+    oncelog("topics", "create", "followed", "-p", "1", *b)
+    oncelog("produce", "followed", *b, stdin="one\ntwo\n")
+    for group in ([], ["--group", "followers"]):
+        follower = subprocess.Popen([sys.executable, "-m", "oncelog", "consume", "followed",
+                                     "--follow", *group, *b], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        try:
+            assert follower.stdout.readline().endswith("\tone\n")  # it is following
+            assert follower.stdout.readline().endswith("\ttwo\n")
+            follower.send_signal(signal.SIGINT)
+            _, err = follower.communicate(timeout=30)
+        finally:
+            follower.kill()
+            follower.wait()
+        assert follower.returncode == 0, err
+        assert "aborted" not in err and "Traceback" not in err and err == ""
+    assert "followed\t0\t2\t2\t0" in oncelog("groups", "describe", "followers", *b).stdout
 
 
 def test_messages_name_the_bad_value_not_python_internals(tmp_path):

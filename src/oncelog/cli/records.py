@@ -99,17 +99,21 @@ def consume(bootstrap, topic, start, count, output, exit_at_end, isolation, grou
     """Print records of TOPIC, one per line: partition:offset, timestamp, key, headers and
     value separated by tabs (or JSON lines)."""
     from ..client.reader import read_group, read_topic
+    if group is not None:
+        records = read_group(bootstrap, topic, group, start=start, count=count,
+                             exit_at_end=exit_at_end, isolation_level=isolation)
+    else:
+        records = read_topic(bootstrap, topic, start=start, count=count,
+                             exit_at_end=exit_at_end, isolation_level=isolation)
     try:
-        if group is not None:
-            records = read_group(bootstrap, topic, group, start=start, count=count,
-                                 exit_at_end=exit_at_end, isolation_level=isolation)
-        else:
-            records = read_topic(bootstrap, topic, start=start, count=count,
-                                 exit_at_end=exit_at_end, isolation_level=isolation)
         for record in records:
             click.echo(_format_record(record, output))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C is how a user ends --follow: a normal end, exit 0 (as kcat's)
     except ValueError as error:
         raise Failure(str(error)) from None
+    finally:
+        records.close()  # a group member commits what was printed, then leaves
 
 
 def _format_record(record, output: str) -> str:
