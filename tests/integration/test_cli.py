@@ -235,6 +235,14 @@ def test_ctrl_c_ends_consume_follow_with_status_0(broker):
     assert "followed\t0\t2\t2\t0" in oncelog("groups", "describe", "followers", *b).stdout
 
 
+def test_dash_v_and_dash_capital_v_print_the_version():
+    """Regression (issue 29): `oncelog -v` said "No such option: -v"; -v and -V now print the
+    version as --version does."""
+    version = oncelog("--version").stdout
+    assert version.startswith("oncelog, version ")
+    assert oncelog("-v").stdout == version and oncelog("-V").stdout == version
+
+
 def test_messages_name_the_bad_value_not_python_internals(tmp_path):
     """Regression (issue 29): a bad value came back in Python's words - `invalid literal for
     int() with base 10: 'zero'` for --set num.partitions=zero, `ConnectionRefusedError:

@@ -41,7 +41,7 @@ class _OneLineErrors(click.Group):
 
 
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="oncelog")
+@click.version_option(None, "--version", "-V", "-v", package_name="oncelog")
 def main() -> None:
     """oncelog: a Kafka-compatible log with delivery guarantees you can choose and prove."""
 
