@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -241,6 +242,22 @@ def test_dash_v_and_dash_capital_v_print_the_version():
     version = oncelog("--version").stdout
     assert version.startswith("oncelog, version ")
     assert oncelog("-v").stdout == version and oncelog("-V").stdout == version
+
+
+def test_the_readme_states_the_exit_statuses_the_commands_use(broker):
+    """Regression (issue 29): usage errors exit 2 (click's and POSIX tools' convention) while
+    the README said every error exits 1. The README's one exit-status table now says what
+    each status means, and the commands do what it says."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("### Exit status", 1)[1].split("\n#", 1)[0]
+    rows = {line.split("|")[1].strip(): line.split("|")[2]
+            for line in section.splitlines() if line.startswith("| ") and "---" not in line}
+    assert "usage error" in rows["2"] and "one sentence" in rows["1"]
+    assert "Ctrl-C" in rows["0"] and "offline" in rows["2"] and "inconclusive" in rows["3"]
+    assert oncelog("topics", "create", check=False).returncode == 2
+    assert oncelog("produce", "-b", "notaport", "t", check=False).returncode == 2
+    assert oncelog("topics", "describe", "ghost", "-b", broker.bootstrap,
+                   check=False).returncode == 1
 
 
 def test_messages_name_the_bad_value_not_python_internals(tmp_path):
