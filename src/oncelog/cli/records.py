@@ -14,6 +14,7 @@ value, apart exactly.
 from __future__ import annotations
 
 import json
+import signal
 from datetime import UTC, datetime
 
 import click
@@ -99,22 +100,38 @@ def consume(bootstrap, topic, start, count, output, exit_at_end, isolation, grou
     """Print records of TOPIC, one per line: partition:offset, timestamp, key, headers and
     value separated by tabs (or JSON lines)."""
     from ..client.reader import read_group, read_topic
+    interrupted: list[int] = []
     if group is not None:
         records = read_group(bootstrap, topic, group, start=start, count=count,
-                             exit_at_end=exit_at_end, isolation_level=isolation)
+                             exit_at_end=exit_at_end, isolation_level=isolation,
+                             stop=lambda: bool(interrupted))
     else:
         records = read_topic(bootstrap, topic, start=start, count=count,
-                             exit_at_end=exit_at_end, isolation_level=isolation)
+                             exit_at_end=exit_at_end, isolation_level=isolation,
+                             stop=lambda: bool(interrupted))
+    previous = signal.signal(signal.SIGINT, _stop_on_first_interrupt(interrupted))
     try:
         for record in records:
             click.echo(_format_record(record, output))
     except KeyboardInterrupt:
-        pass  # Ctrl-C is how a user ends --follow: a normal end, exit 0 (as kcat's)
+        pass  # a second Ctrl-C: stop at once, still a normal end
     except ValueError as error:
         raise Failure(str(error)) from None
     finally:
+        signal.signal(signal.SIGINT, previous)
         records.close()  # a group member commits what was printed, then leaves
 
+
+def _stop_on_first_interrupt(interrupted: list[int]):
+    """Ctrl-C is how a user ends --follow: a normal end, exit 0 (as kcat's). The first one
+    asks the reader to stop between polls, after the record being printed, so a group
+    commits every record printed; a KeyboardInterrupt between printing a record and asking
+    for the next left that one uncommitted. A second Ctrl-C stops at once."""
+    def handle(signum, _frame) -> None:
+        if interrupted:
+            raise KeyboardInterrupt
+        interrupted.append(signum)
+    return handle
 
 def _format_record(record, output: str) -> str:
     if output == "json":
