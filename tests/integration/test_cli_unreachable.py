@@ -76,6 +76,7 @@ def test_produce_with_empty_input_still_checks_the_address(closed_address):
     assert_one_sentence(done, elapsed, 1, closed_address, "connection refused")
 
 
+@pytest.mark.slow
 def test_a_port_that_accepts_but_never_answers_times_out_in_seconds():
     """A stopped (SIGSTOP) or hung broker: the kernel completes the connection, nobody
     answers. librdkafka waited for its request timeouts (15-30 s)."""
