@@ -17,7 +17,7 @@ def lines(*args: str) -> list[str]:
 
 
 def values(out: list[str]) -> list[str]:
-    return sorted(line.split()[-1] for line in out)
+    return sorted(line.split("\t")[-1] for line in out)  # the value is the last field
 
 
 def test_consume_in_a_group_then_list_describe_reset_and_delete(broker_factory):

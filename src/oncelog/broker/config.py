@@ -49,7 +49,10 @@ def _bool(value: str) -> bool:
 
 
 def _int(value: str) -> int:
-    return int(value.strip())
+    try:
+        return int(value.strip())
+    except ValueError:  # int()'s own words ("invalid literal for int() with base 10")
+        raise ValueError("expected an integer") from None
 
 
 def _str(value: str) -> str:
@@ -366,6 +369,9 @@ def parse_listener(listener: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(f"listener {listener!r} is not HOST:PORT")
+    if int(port) > 65535:  # the socket layer would quietly take it modulo 65536
+        raise ConfigError(f"listener {listener!r}: the port {port} is not a number from 0 "
+                          "to 65535")
     return host.strip("[]") or "0.0.0.0", int(port)
 
 

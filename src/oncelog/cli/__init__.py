@@ -44,7 +44,7 @@ class _OneLineErrors(click.Group):
 
 
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="oncelog")
+@click.version_option(None, "--version", "-V", "-v", package_name="oncelog")
 def main() -> None:
     """oncelog: a Kafka-compatible log with delivery guarantees you can choose and prove."""
 
@@ -83,6 +83,11 @@ def broker(listen, data_dir, config_file, settings, log_level) -> None:
         _run_broker(server)
     except ConfigError as error:
         raise Failure(str(error)) from None
+    except OSError as error:
+        if error.filename is None:
+            raise
+        # A data directory that cannot be created or written (a typo, a read-only mount).
+        raise Failure(f"cannot use {error.filename}: {error.strerror}") from None
 
 
 def _run_broker(server) -> None:
@@ -108,7 +113,7 @@ def _run_broker(server) -> None:
 @click.option("--records", "-n", type=int, default=20000, show_default=True)
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where the demo broker keeps its data [default: a new temporary directory].")
-@click.option("--port", type=int, default=None,
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Broker port [default: 9092, or a free one if 9092 is taken].")
 def demo(records, data_dir, port) -> None:
     """Start a broker, produce and consume through it, crash it, and check the log."""

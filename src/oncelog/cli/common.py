@@ -1,11 +1,22 @@
 """Helpers every ``oncelog`` client command shares: the --bootstrap option, one-sentence
-failures, and confluent-kafka clients that log nothing to the terminal."""
+failures, and confluent-kafka clients that log nothing to the terminal.
+
+``bootstrap_option`` is where an unusable address is caught, for every command that has
+it: a malformed one is a usage error (exit 2) when the arguments are parsed, and one that
+does not answer (refused, does not resolve, timed out) is a ``Failure`` naming it within
+a few seconds, before the command builds a client (``client.bootstrap`` says how).
+A command without the option calls ``check_bootstrap`` itself.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import click
+
+from ..client.bootstrap import BrokerUnreachable, parse_bootstrap
+from ..client.bootstrap import check_bootstrap as _check
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -17,9 +28,39 @@ class Failure(click.ClickException):
         click.echo(f"oncelog: {self.message}", err=True)
 
 
+class BootstrapServers(click.ParamType):
+    """HOST:PORT[,HOST:PORT...], checked for form only (``check_bootstrap`` for reach)."""
+    name = "HOST:PORT"
+
+    def convert(self, value, param, ctx):
+        try:
+            parse_bootstrap(value)
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+        return value
+
+
+def check_bootstrap(bootstrap: str) -> None:
+    """A Failure naming the address and the cause unless a server of ``bootstrap`` answers
+    as a Kafka broker within a few seconds."""
+    try:
+        _check(bootstrap)
+    except (ValueError, BrokerUnreachable) as error:
+        raise Failure(str(error)) from None
+
+
 def bootstrap_option(function):
-    return click.option("--bootstrap", "-b", default=DEFAULT_BOOTSTRAP, show_default=True,
-                        metavar="HOST:PORT", help="A broker to bootstrap from.")(function)
+    """``--bootstrap``/``-b`` for a command that talks to a broker; the command runs only once
+    the address answers (``check_bootstrap``), after every argument was parsed, so a usage
+    error is still reported as one."""
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        check_bootstrap(kwargs["bootstrap"])
+        return function(*args, **kwargs)
+
+    return click.option("--bootstrap", "-b", type=BootstrapServers(), default=DEFAULT_BOOTSTRAP,
+                        show_default=True, metavar="HOST:PORT",
+                        help="A broker to bootstrap from.")(checked)
 
 
 # -- client commands -----------------------------------------------------------------------
@@ -38,13 +79,16 @@ def quiet_logger() -> logging.Logger:
 
 
 def wait_for(future, what: str, timeout: float = 15.0):
+    from concurrent.futures import TimeoutError as FutureTimeout
+
     from confluent_kafka import KafkaException
     try:
         return future.result(timeout=timeout)
     except KafkaException as error:
         raise Failure(f"{what}: {error.args[0].str()}") from None
-    except Exception as error:  # concurrent.futures.TimeoutError and friends
-        raise Failure(f"{what}: {error or type(error).__name__}") from None
+    except FutureTimeout:
+        # Its message is empty: "cannot create topic x: " was all a user saw.
+        raise Failure(f"{what}: the broker did not answer within {timeout:g} s") from None
 
 
 def cluster_metadata(bootstrap: str, topic: str | None = None):

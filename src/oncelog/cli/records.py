@@ -1,13 +1,27 @@
-"""``oncelog produce`` and ``oncelog consume``: records in and out, one per line."""
+"""``oncelog produce`` and ``oncelog consume``: records in and out, one per line.
+
+``consume`` prints a record as five tab-separated fields, the value last and as it is:
+
+    partition:offset  timestamp  key  headers  value
+
+The timestamp is ISO-8601 in UTC to the millisecond (what ``--from`` takes back), the key a
+JSON string or ``(no key)``, the headers a JSON object or ``(no headers)``; quoting the key
+is what keeps ``2:0 line one`` (no key, value "line one") apart from key "line", value
+"one". A null value (a tombstone) prints ``(null)``; ``--format json`` tells it, and any
+value, apart exactly.
+"""
 
 from __future__ import annotations
 
 import json
+import signal
+from datetime import UTC, datetime
 
 import click
 
 from . import main
-from .common import Failure, parse_pair, quiet_logger, bootstrap_option
+from .common import Failure, bootstrap_option, parse_pair, quiet_logger
+
 
 @main.command()
 @bootstrap_option
@@ -84,30 +98,63 @@ def produce(bootstrap, topic, key_separator, partition, headers, acks, compressi
                    "committing what was printed (--from: where a partition without a "
                    "committed offset starts).")
 def consume(bootstrap, topic, start, count, output, exit_at_end, isolation, group) -> None:
-    """Print records of TOPIC: 'partition:offset key value' or JSON lines."""
+    """Print records of TOPIC, one per line: partition:offset, timestamp, key, headers and
+    value separated by tabs (or JSON lines)."""
     from ..client.reader import read_group, read_topic
+    interrupted: list[int] = []
+    if group is not None:
+        records = read_group(bootstrap, topic, group, start=start, count=count,
+                             exit_at_end=exit_at_end, isolation_level=isolation,
+                             stop=lambda: bool(interrupted))
+    else:
+        records = read_topic(bootstrap, topic, start=start, count=count,
+                             exit_at_end=exit_at_end, isolation_level=isolation,
+                             stop=lambda: bool(interrupted))
+    previous = signal.signal(signal.SIGINT, _stop_on_first_interrupt(interrupted))
     try:
-        if group is not None:
-            records = read_group(bootstrap, topic, group, start=start, count=count,
-                                 exit_at_end=exit_at_end, isolation_level=isolation)
-        else:
-            records = read_topic(bootstrap, topic, start=start, count=count,
-                                 exit_at_end=exit_at_end, isolation_level=isolation)
         for record in records:
             click.echo(_format_record(record, output))
+    except KeyboardInterrupt:
+        pass  # a second Ctrl-C: stop at once, still a normal end
     except ValueError as error:
         raise Failure(str(error)) from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        records.close()  # a group member commits what was printed, then leaves
 
+
+def _stop_on_first_interrupt(interrupted: list[int]):
+    """Ctrl-C is how a user ends --follow: a normal end, exit 0 (as kcat's). The first one
+    asks the reader to stop between polls, after the record being printed, so a group
+    commits every record printed; a KeyboardInterrupt between printing a record and asking
+    for the next left that one uncommitted. A second Ctrl-C stops at once."""
+    def handle(signum, _frame) -> None:
+        if interrupted:
+            raise KeyboardInterrupt
+        interrupted.append(signum)
+    return handle
 
 def _format_record(record, output: str) -> str:
-    def text(data):
-        return None if data is None else data.decode("utf-8", "backslashreplace")
     if output == "json":
         return json.dumps({"topic": record.topic, "partition": record.partition,
                            "offset": record.offset, "timestamp": record.timestamp,
-                           "key": text(record.key), "value": text(record.value),
-                           "headers": {k: text(v) for k, v in record.headers}})
-    key = "" if record.key is None else text(record.key) + " "
-    return f"{record.partition}:{record.offset} {key}{text(record.value)}"
+                           "key": _text(record.key), "value": _text(record.value),
+                           "headers": {k: _text(v) for k, v in record.headers}})
+    key = "(no key)" if record.key is None else json.dumps(_text(record.key),
+                                                           ensure_ascii=False)
+    headers = (json.dumps({k: _text(v) for k, v in record.headers}, ensure_ascii=False)
+               if record.headers else "(no headers)")
+    value = "(null)" if record.value is None else _text(record.value)
+    return (f"{record.partition}:{record.offset}\t{_iso_time(record.timestamp)}\t{key}\t"
+            f"{headers}\t{value}")
 
 
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "backslashreplace")
+
+
+def _iso_time(timestamp_ms: int) -> str:
+    if timestamp_ms < 0:  # a record written without one (librdkafka reports -1)
+        return "(no timestamp)"
+    moment = datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

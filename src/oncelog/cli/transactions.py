@@ -2,10 +2,12 @@
 Kafka-protocol broker (``client.transactions``).
 
 ``list`` asks every broker for the transactional ids it coordinates; ``describe`` shows one
-id's state, producer id and epoch, timeout, start time and partitions; ``abort`` ends a
-*hanging* transaction on one partition - one whose coordinator no longer knows it, which
-would otherwise hold the partition's last stable offset (and every read_committed consumer)
-back for ever - by writing an ABORT marker for its producer there. Name the producer with
+id's state, producer id and epoch, timeout, start time and partitions; ``abort`` ends the
+transaction open on one partition, which holds the partition's last stable offset (and
+every read_committed consumer) back. If its coordinator has it Ongoing, the coordinator
+aborts it on all its partitions and fences the producer; a *hanging* one - its coordinator
+lost it, so nothing else would ever end it - gets an ABORT marker on that partition
+(``client.transactions.abort_transaction`` says why both). Name the producer with
 ``--producer-id``/``--producer-epoch``, or give ``--start-offset`` and the open transaction
 starting there is found with DescribeProducers.
 """
@@ -26,19 +28,23 @@ def transactions() -> None:
 
 
 def _run(action, what: str):
+    from ..client.bootstrap import describe_connection_error
     from ..client.transactions import TransactionAdminError
     try:
         return action()
     except TransactionAdminError as error:
         raise Failure(str(error)) from None
-    except (ConnectionError, ValueError) as error:
-        raise Failure(f"{what}: {error}") from None
+    except ConnectionError as error:
+        raise Failure(f"{what}: {describe_connection_error(error)}") from None
 
 
 @transactions.command("list")
 @bootstrap_option
 @click.option("--state", "states", multiple=True,
-              help="Only these states (Empty, Ongoing, PrepareCommit, ...); repeatable.")
+              type=click.Choice(["Empty", "Ongoing", "PrepareCommit", "PrepareAbort",
+                                 "CompleteCommit", "CompleteAbort", "PrepareEpochFence", "Dead"],
+                                case_sensitive=False),
+              help="Only transactions in this state (Kafka's names); repeatable.")
 @click.option("--min-duration-ms", type=int, default=-1,
               help="Only transactions open at least this long.")
 def transactions_list(bootstrap, states, min_duration_ms) -> None:
@@ -97,8 +103,14 @@ def transactions_abort(bootstrap, topic, partition, start_offset, producer_id,
         coordinator_epoch = found[0].coordinator_epoch
     if producer_id is None or producer_epoch is None:
         raise Failure("give --start-offset, or --producer-id and --producer-epoch")
-    _run(lambda: abort_transaction(bootstrap, topic, partition, producer_id, producer_epoch,
-                                   coordinator_epoch),
-         f"cannot abort on {topic}-{partition}")
-    click.echo(f"aborted producer {producer_id} (epoch {producer_epoch})'s transaction on "
-               f"{topic}-{partition}")
+    done = _run(lambda: abort_transaction(bootstrap, topic, partition, producer_id,
+                                          producer_epoch, coordinator_epoch),
+                f"cannot abort on {topic}-{partition}")
+    if done.transactional_id is None:
+        click.echo(f"aborted producer {producer_id} (epoch {producer_epoch})'s hanging "
+                   f"transaction on {topic}-{partition}")
+    else:
+        click.echo(f"aborted the transaction of {done.transactional_id!r} (producer "
+                   f"{producer_id}, epoch {producer_epoch}) on {', '.join(done.partitions)} "
+                   f"through its coordinator: now {done.state}, the producer fenced by epoch "
+                   f"{done.producer_epoch}")

@@ -11,20 +11,21 @@ import asyncio
 
 from ..protocol import messages
 from ..replication.client import BrokerClient
+from .bootstrap import describe_connection_error, parse_bootstrap
 
 METADATA_VERSION = 9
 
 
 def fetch_metadata(bootstrap: str, topics: list[str] | None = None, timeout_s: float = 10.0):
     """A ``MetadataResponse`` from the first of ``bootstrap``'s servers that answers; raises
-    ConnectionError when none does. Never creates topics."""
+    ConnectionError saying why when none does, ValueError when ``bootstrap`` is not
+    HOST:PORT[,...]. Never creates topics."""
     errors = []
-    for server in bootstrap.split(","):
-        host, _, port = server.strip().rpartition(":")
+    for host, port in parse_bootstrap(bootstrap):
         try:
-            return asyncio.run(_ask(host or "127.0.0.1", int(port), topics, timeout_s))
-        except (ConnectionError, ValueError) as error:
-            errors.append(str(error))
+            return asyncio.run(_ask(host, port, topics, timeout_s))
+        except ConnectionError as error:
+            errors.append(describe_connection_error(error))
     raise ConnectionError("; ".join(errors))
 
 

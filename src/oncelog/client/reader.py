@@ -11,13 +11,18 @@ record once the caller has taken it and asked for the next — at-least-once: a 
 repeats at most what was taken since the last commit. With ``exit_at_end`` it stops when
 every partition assigned to it has been read to its end.
 
+Both take ``stop``, a callable asked between polls: once it says True, reading ends as at
+the end (``oncelog consume`` sets it on Ctrl-C). In a group this is the way to stop that
+commits the last record taken too: closing the iterator cannot tell whether the caller took
+the record it was handed last, so that one is left to be read again.
+
 Errors become ``ValueError`` with one clear sentence.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import cast
@@ -70,8 +75,8 @@ def parse_start(start: str) -> tuple[str, int]:
 
 def read_topic(bootstrap: str, topic: str, *, start: str = "earliest", count: int | None = None,
                exit_at_end: bool = True,
-               isolation_level: str = "read_uncommitted",
-               timeout_s: float = 10.0) -> Iterator[ConsumedRecord]:
+               isolation_level: str = "read_uncommitted", timeout_s: float = 10.0,
+               stop: Callable[[], bool] | None = None) -> Generator[ConsumedRecord]:
     kind, position = parse_start(start)
     quiet = logging.getLogger("oncelog.client.librdkafka")
     quiet.setLevel(logging.CRITICAL)
@@ -91,7 +96,7 @@ def read_topic(bootstrap: str, topic: str, *, start: str = "earliest", count: in
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p),
                                                   timeout=timeout_s)[1] for p in partitions}
         consumer.assign(assignment)
-        yield from _poll(consumer, set(partitions), ends, count, exit_at_end)
+        yield from _poll(consumer, set(partitions), ends, count, exit_at_end, stop)
     except KafkaException as error:
         raise ValueError(f"cannot read {topic} from {bootstrap}: {error.args[0].str()}") from None
     finally:
@@ -111,11 +116,13 @@ def _partitions(consumer: Consumer, bootstrap: str, topic: str, timeout_s: float
 
 
 def _poll(consumer: Consumer, partitions: set[int], ends: dict[int, int], count: int | None,
-          exit_at_end: bool) -> Iterator[ConsumedRecord]:
+          exit_at_end: bool, stop: Callable[[], bool] | None) -> Iterator[ConsumedRecord]:
     delivered = 0
     pending = {p for p in partitions if ends[p] > 0} if exit_at_end else set(partitions)
     done_at_start = exit_at_end and not pending
     while not done_at_start and (count is None or delivered < count):
+        if stop is not None and stop():
+            return
         message = consumer.poll(0.5)
         if message is None:
             continue
@@ -136,8 +143,8 @@ def _poll(consumer: Consumer, partitions: set[int], ends: dict[int, int], count:
 
 def read_group(bootstrap: str, topic: str, group: str, *, start: str = "earliest",
                count: int | None = None, exit_at_end: bool = True,
-               isolation_level: str = "read_uncommitted",
-               timeout_s: float = 10.0) -> Iterator[ConsumedRecord]:
+               isolation_level: str = "read_uncommitted", timeout_s: float = 10.0,
+               stop: Callable[[], bool] | None = None) -> Generator[ConsumedRecord]:
     if start not in ("earliest", "latest"):
         raise ValueError("in a group, reading starts at the committed offsets; --from can only "
                          "say where a partition without one starts: earliest or latest")
@@ -166,6 +173,8 @@ def read_group(bootstrap: str, topic: str, group: str, *, start: str = "earliest
         consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
         delivered = 0
         while count is None or delivered < count:
+            if stop is not None and stop():
+                return  # the caller asked for the next record: the last one is taken
             message = consumer.poll(0.5)
             if message is None:
                 continue

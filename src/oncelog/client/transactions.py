@@ -1,9 +1,19 @@
 """Transactions as an administrator sees them (Kafka's ``kafka-transactions.sh``), over the
 Kafka protocol, against any broker that speaks it: ListTransactions to every broker,
 FindCoordinator + DescribeTransactions for one transactional id, DescribeProducers for the
-transactions open on a partition, and WriteTxnMarkers to abort one that hangs there (its
-coordinator lost it, so nothing would ever end it and the partition's last stable offset
-would stay behind it).
+transactions open on a partition, and ``abort_transaction`` for one open there.
+
+Aborting is done by whoever knows the transaction. Kafka's admin abort (KIP-664) writes an
+ABORT marker on the one partition (WriteTxnMarkers): that is for a *hanging* transaction,
+one its coordinator lost, which nothing else would ever end. Done to a transaction its
+coordinator still has Ongoing, it ended the transaction on that partition only: the
+coordinator kept showing it Ongoing, and the producer could still commit its other
+partitions - atomicity broken. So ``abort_transaction`` first asks the coordinators: if one
+has the producer's transaction Ongoing with this partition, the abort goes through it, the
+way a new instance of the producer aborts its predecessor's transaction: InitProducerId for
+the transactional id fences the producer (epoch + 1) and the coordinator aborts the
+transaction on every partition (PrepareEpochFence, PrepareAbort, CompleteAbort). Only a
+transaction no coordinator has open there gets the marker.
 
 Used by ``oncelog transactions``. Errors are ``ConnectionError`` (no broker answered) or
 ``TransactionAdminError`` (a broker answered with a Kafka error code).
@@ -12,14 +22,17 @@ Used by ``oncelog transactions``. Errors are ``ConnectionError`` (no broker answ
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 from ..protocol import messages
 from ..protocol.errors import ErrorCode
 from ..replication.client import BrokerClient
+from .bootstrap import parse_bootstrap
 from .metadata import fetch_metadata
 
 FIND_COORDINATOR_VERSION = 3
+INIT_PRODUCER_ID_VERSION = 4
 LIST_TRANSACTIONS_VERSION = 1
 DESCRIBE_TRANSACTIONS_VERSION = 0
 DESCRIBE_PRODUCERS_VERSION = 0
@@ -85,21 +98,24 @@ def list_transactions(bootstrap: str, states: list[str] | None = None,
 
 def describe_transaction(bootstrap: str, transactional_id: str):
     """The coordinator's view (a DescribeTransactions state) and the coordinator's id."""
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-    found = asyncio.run(_ask((host or "127.0.0.1", int(port)), messages.FindCoordinatorRequest(
-        key=transactional_id, key_type=1), FIND_COORDINATOR_VERSION))
-    if found.error_code != ErrorCode.NONE:
-        raise TransactionAdminError(ErrorCode(found.error_code),
-                                    f"finding the coordinator of {transactional_id!r}")
-    response = asyncio.run(_ask((found.host, found.port),
-                                messages.DescribeTransactionsRequest(
-                                    transactional_ids=[transactional_id]),
-                                DESCRIBE_TRANSACTIONS_VERSION))
+    node_id, address = _coordinator(bootstrap, transactional_id)
+    response = asyncio.run(_ask(address, messages.DescribeTransactionsRequest(
+        transactional_ids=[transactional_id]), DESCRIBE_TRANSACTIONS_VERSION))
     (state,) = response.transaction_states
     if state.error_code != ErrorCode.NONE:
         raise TransactionAdminError(ErrorCode(state.error_code),
                                     f"describing {transactional_id!r}")
-    return state, found.node_id
+    return state, node_id
+
+
+def _coordinator(bootstrap: str, transactional_id: str) -> tuple[int, tuple[str, int]]:
+    """The node id and address of ``transactional_id``'s coordinator (FindCoordinator)."""
+    found = asyncio.run(_ask(parse_bootstrap(bootstrap)[0], messages.FindCoordinatorRequest(
+        key=transactional_id, key_type=1), FIND_COORDINATOR_VERSION))
+    if found.error_code != ErrorCode.NONE:
+        raise TransactionAdminError(ErrorCode(found.error_code),
+                                    f"finding the coordinator of {transactional_id!r}")
+    return found.node_id, (found.host, found.port)
 
 
 def _leader(bootstrap: str, topic: str, partition: int) -> tuple[str, int]:
@@ -110,9 +126,12 @@ def _leader(bootstrap: str, topic: str, partition: int) -> tuple[str, int]:
             for p in entry.partitions:
                 if p.partition_index == partition and p.leader_id in brokers:
                     return brokers[p.leader_id]
-            raise TransactionAdminError(ErrorCode.LEADER_NOT_AVAILABLE,
-                                        f"{topic}-{partition} has no leader")
-    raise TransactionAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition}")
+                if p.partition_index == partition:
+                    raise TransactionAdminError(ErrorCode.LEADER_NOT_AVAILABLE,
+                                                f"{topic}-{partition} has no leader")
+            raise TransactionAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                        f"topic {topic} has no partition {partition}")
+    raise TransactionAdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic}")
 
 
 def open_transactions(bootstrap: str, topic: str, partition: int) -> list[OpenTransaction]:
@@ -131,8 +150,94 @@ def open_transactions(bootstrap: str, topic: str, partition: int) -> list[OpenTr
             for p in entry.active_producers if p.current_txn_start_offset >= 0]
 
 
+@dataclass(frozen=True)
+class Aborted:
+    """What ``abort_transaction`` did. ``transactional_id`` is None for a hanging transaction
+    (an ABORT marker on the one partition); otherwise its coordinator aborted it on every
+    partition in ``partitions`` and left it in ``state`` with the producer at ``producer_epoch``
+    (fenced)."""
+    transactional_id: str | None
+    partitions: list[str]
+    state: str
+    producer_epoch: int
+
+
 def abort_transaction(bootstrap: str, topic: str, partition: int, producer_id: int,
-                      producer_epoch: int, coordinator_epoch: int = -1) -> None:
+                      producer_epoch: int, coordinator_epoch: int = -1) -> Aborted:
+    """End the producer's transaction open on ``topic``-``partition``: through its
+    coordinator when one has it open there, with an ABORT marker on the partition when none
+    does (a hanging transaction)."""
+    owner = _coordinator_view(bootstrap, producer_id)
+    if owner is not None:
+        state, coordinator = owner
+        partitions = {(t.topic, p) for t in state.topics for p in t.partitions}
+        if (topic, partition) in partitions and state.transaction_state == "Ongoing":
+            return _abort_through_coordinator(bootstrap, state, partitions)
+        if (topic, partition) in partitions and state.transaction_state.startswith("Prepare"):
+            raise TransactionAdminError(
+                ErrorCode.CONCURRENT_TRANSACTIONS,
+                f"the coordinator (broker {coordinator}) of {state.transactional_id!r} is "
+                f"completing its transaction ({state.transaction_state}); its markers will end "
+                f"it on {topic}-{partition}")
+    _write_abort_marker(bootstrap, topic, partition, producer_id, producer_epoch,
+                        coordinator_epoch)
+    return Aborted(None, [f"{topic}-{partition}"], "", producer_epoch)
+
+
+def _coordinator_view(bootstrap: str, producer_id: int):
+    """(DescribeTransactions state, coordinator id) of the transactional id whose current
+    producer is ``producer_id``, or None when no coordinator has one."""
+    request = messages.ListTransactionsRequest(state_filters=[],
+                                               producer_id_filters=[producer_id],
+                                               duration_filter=-1)
+    for address in _brokers(bootstrap).values():
+        response = asyncio.run(_ask(address, request, LIST_TRANSACTIONS_VERSION))
+        if response.error_code != ErrorCode.NONE:  # not knowing who has it: do nothing
+            raise TransactionAdminError(ErrorCode(response.error_code),
+                                        f"looking for producer {producer_id}'s coordinator")
+        for listed in response.transaction_states:
+            state, coordinator = describe_transaction(bootstrap, listed.transactional_id)
+            if state.producer_id == producer_id:
+                return state, coordinator
+    return None
+
+
+def _abort_through_coordinator(bootstrap: str, state, partitions: set[tuple[str, int]],
+                               timeout_s: float = 30.0) -> Aborted:
+    """InitProducerId as a new instance of the transactional id would send it: the
+    coordinator fences the producer and aborts its open transaction (answering
+    CONCURRENT_TRANSACTIONS meanwhile); then wait until DescribeTransactions shows the
+    transaction ended."""
+    transactional_id = state.transactional_id
+    _, address = _coordinator(bootstrap, transactional_id)
+    request = messages.InitProducerIdRequest(
+        transactional_id=transactional_id, transaction_timeout_ms=state.transaction_timeout_ms,
+        producer_id=-1, producer_epoch=-1)
+    response = asyncio.run(_ask(address, request, INIT_PRODUCER_ID_VERSION))
+    if response.error_code == ErrorCode.NONE:
+        # At rest already: the transaction ended (committed or aborted) since we looked.
+        raise TransactionAdminError(ErrorCode.INVALID_TXN_STATE,
+                                    f"the transaction of {transactional_id!r} ended before it "
+                                    "could be aborted")
+    if response.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:  # the abort is under way
+        raise TransactionAdminError(ErrorCode(response.error_code),
+                                    f"aborting the transaction of {transactional_id!r}")
+    deadline = time.monotonic() + timeout_s
+    while True:  # Kafka's coordinator writes the markers after answering
+        now, _ = describe_transaction(bootstrap, transactional_id)
+        if now.transaction_state not in ("Ongoing", "PrepareEpochFence", "PrepareAbort"):
+            break
+        if time.monotonic() > deadline:
+            raise TransactionAdminError(ErrorCode.REQUEST_TIMED_OUT,
+                                        f"aborting the transaction of {transactional_id!r} "
+                                        f"(still {now.transaction_state} after {timeout_s:g} s)")
+        time.sleep(0.2)
+    return Aborted(transactional_id, [f"{t}-{p}" for t, p in sorted(partitions)],
+                   now.transaction_state, now.producer_epoch)
+
+
+def _write_abort_marker(bootstrap: str, topic: str, partition: int, producer_id: int,
+                        producer_epoch: int, coordinator_epoch: int) -> None:
     """Write an ABORT marker for the producer's transaction on one partition."""
     M = messages.WriteTxnMarkersRequest.WritableTxnMarker
     request = messages.WriteTxnMarkersRequest(markers=[M(

@@ -125,7 +125,7 @@ def test_precise_spelling_wins_over_alias():
 
 
 @pytest.mark.parametrize("name, value, message", [
-    ("num.partitions", "three", r"num\.partitions='three' is invalid: invalid literal"),
+    ("num.partitions", "three", r"num\.partitions='three' is invalid: expected an integer$"),
     ("auto.create.topics.enable", "yes",
      r"auto\.create\.topics\.enable='yes' is invalid: expected true or false, got 'yes'"),
     ("log.cleanup.policy", "trash",
@@ -246,6 +246,12 @@ def test_parse_listener(listener, expected):
 def test_bad_listener(listener):
     with pytest.raises(ConfigError, match="is not HOST:PORT"):
         parse_listener(listener)
+
+
+def test_a_listener_port_beyond_65535_is_refused():
+    """The socket layer took 99999 modulo 65536 and the broker said it listened on 99999."""
+    with pytest.raises(ConfigError, match="the port 99999 is not a number from 0 to 65535"):
+        parse_listener("PLAINTEXT://127.0.0.1:99999")
 
 
 # -- describing ---------------------------------------------------------------------------------
