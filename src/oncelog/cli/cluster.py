@@ -5,12 +5,11 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from pathlib import Path
 
 import click
 
 from . import main
-from .common import Failure, bootstrap_option
+from .common import Failure, bootstrap_option, user_path
 
 
 @main.group()
@@ -21,8 +20,8 @@ def cluster() -> None:
 @cluster.command("start")
 @click.option("--brokers", "-n", type=click.IntRange(1, 9), default=3, show_default=True,
               help="How many brokers.")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("oncelog-cluster"), show_default=True,
+@click.option("--data-dir", type=user_path(file_okay=False),
+              default="oncelog-cluster", show_default=True,
               help="ZooKeeper's and each broker's data (broker-N/ inside).")
 @click.option("--port", "first_port", type=int, default=9092, show_default=True,
               help="Broker N listens on PORT+N-1 (0: free ports).")
@@ -107,8 +106,8 @@ def cluster_status(bootstrap) -> None:
               help="Leader failures per row.")
 @click.option("--rate", type=click.IntRange(10, 5000), default=200, show_default=True,
               help="Records per second the producer of each row sends.")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("acks-table-out"), show_default=True,
+@click.option("--data-dir", type=user_path(file_okay=False),
+              default="acks-table-out", show_default=True,
               help="The cluster's data and logs, and results.json.")
 def cluster_acks_table(cycles, rate, data_dir) -> None:
     """Measure acks=0/1/all, min.insync.replicas and unclean election side by side on a

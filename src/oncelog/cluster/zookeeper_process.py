@@ -86,13 +86,14 @@ class ZooKeeperProcess(ServedProcess):
     def __init__(self, directory: Path, *, port: int | None = None, host: str = "127.0.0.1",
                  tick_time_ms: int = 100, max_session_timeout_ms: int = 60_000,
                  log_path: Path | None = None, heap_mb: int = 256) -> None:
-        self.directory = Path(directory)
+        # Absolute: the server runs in ``directory`` and reads every path from there.
+        self.directory = Path(directory).absolute()
         self.host = host
         self.requested_port = port
         self.port = port or 0
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms
-        self.log_path = Path(log_path) if log_path else self.directory / "zookeeper.log"
+        self.log_path = Path(log_path).absolute() if log_path else self.directory / "zookeeper.log"
         self.heap_mb = heap_mb
         self.process: subprocess.Popen | None = None
 
