@@ -28,7 +28,35 @@ PORT_TAKEN = "address already in use"  # in the broker's "cannot listen on ..." 
 
 
 class BrokerExited(RuntimeError):
-    """The broker process ended before it was ready (its log tail is in the message)."""
+    """The broker process ended before it was ready.
+
+    ``summary`` is one clause for a sentence - ``exited with status 1: cannot listen on
+    127.0.0.1:9092: ... address already in use (see .../broker.log)`` - with the broker's own
+    last error line (``exit_reason``); the message adds the log's tail on the lines after."""
+
+    def __init__(self, status: int | None, log_path: Path, reason: str, tail: str) -> None:
+        self.status = status
+        self.log_path = log_path
+        self.reason = reason
+        self.summary = (f"exited with status {status}: {reason or 'its log says nothing'} "
+                        f"(see {log_path})")
+        super().__init__(f"broker {self.summary}\n{tail}")
+
+
+def exit_reason(log_text: str) -> str:
+    """The line of a broker's log that says why it stopped: its last one-sentence error
+    (``oncelog: ...``, without the prefix), else its last ERROR or CRITICAL record (the
+    message only), else its last line."""
+    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("oncelog: "):
+            return line[len("oncelog: "):]
+    for line in reversed(lines):
+        # "%(asctime)s %(levelname)s %(name)s: %(message)s", as ``oncelog broker`` logs
+        fields = line.split(" ", 4)
+        if len(fields) == 5 and fields[2] in ("ERROR", "CRITICAL"):
+            return fields[4].split(": ", 1)[-1]
+    return lines[-1] if lines else ""
 
 
 class BrokerProcess:
@@ -68,7 +96,7 @@ class BrokerProcess:
             log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
             self._spawn()
             try:
-                self.wait_ready(timeout)
+                self.wait_ready(timeout, log_start)
                 return self
             except BrokerExited:
                 attempts_left -= 1
@@ -83,12 +111,12 @@ class BrokerProcess:
                                         env={**os.environ, **self.env} if self.env else None)
         log.close()
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float, log_start: int = 0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise BrokerExited(f"broker exited with status {self.process.returncode}; "
-                                   f"see {self.log_path}:\n{self.log_tail()}")
+                raise BrokerExited(self.process.returncode, self.log_path,
+                                   exit_reason(self.log_text(log_start)), self.log_tail())
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.5):
                     pass

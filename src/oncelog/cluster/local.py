@@ -16,10 +16,14 @@ import signal
 import time
 from pathlib import Path
 
-from ..broker.process import BrokerProcess
+from ..broker.process import BrokerExited, BrokerProcess, exit_reason
 from .zookeeper_process import ZooKeeperProcess
 
 CHROOT = "/oncelog"
+
+
+class BrokerStartError(RuntimeError):
+    """A broker exited while the cluster started: one sentence with the broker's own reason."""
 
 
 class LocalCluster:
@@ -51,9 +55,12 @@ class LocalCluster:
             for node_id in range(1, self._count + 1):
                 port = self._ports[node_id - 1] if node_id <= len(self._ports) else None
                 self.brokers[node_id] = self._broker_process(node_id, port)
-            for process in self.brokers.values():
+            for node_id, process in self.brokers.items():
                 process.data_dir.mkdir(parents=True, exist_ok=True)
-                process.start(timeout_s)
+                try:
+                    process.start(timeout_s)
+                except BrokerExited as error:
+                    raise BrokerStartError(f"broker {node_id} {error.summary}") from None
             self.wait_for_brokers(set(self.brokers), timeout_s)
         except BaseException:
             self.stop()
@@ -78,10 +85,10 @@ class LocalCluster:
                     continue
                 if process.process.poll() is not None:
                     if node_id in node_ids:
-                        raise RuntimeError(
+                        reason = exit_reason(process.log_text()) or "its log says nothing"
+                        raise BrokerStartError(
                             f"broker {node_id} exited with status {process.process.returncode}"
-                            f" while the cluster formed; see {process.log_path}:\n"
-                            f"{process.log_tail()}")
+                            f" while the cluster formed: {reason} (see {process.log_path})")
                     continue
                 try:
                     admin = AdminClient({"bootstrap.servers": process.bootstrap})
