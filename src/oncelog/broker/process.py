@@ -31,15 +31,15 @@ class BrokerExited(RuntimeError):
     """The broker process ended before it was ready.
 
     ``summary`` is one clause for a sentence - ``exited with status 1: cannot listen on
-    127.0.0.1:9092: ... address already in use (see .../broker.log)`` - with the broker's own
+    127.0.0.1:9092: ... address already in use; see .../broker.log`` - with the broker's own
     last error line (``exit_reason``); the message adds the log's tail on the lines after."""
 
     def __init__(self, status: int | None, log_path: Path, reason: str, tail: str) -> None:
         self.status = status
         self.log_path = log_path
         self.reason = reason
-        self.summary = (f"exited with status {status}: {reason or 'its log says nothing'} "
-                        f"(see {log_path})")
+        self.summary = (f"exited with status {status}: {reason or 'its log says nothing'}; "
+                        f"see {log_path}")
         super().__init__(f"broker {self.summary}\n{tail}")
 
 

@@ -88,7 +88,7 @@ class LocalCluster:
                         reason = exit_reason(process.log_text()) or "its log says nothing"
                         raise BrokerStartError(
                             f"broker {node_id} exited with status {process.process.returncode}"
-                            f" while the cluster formed: {reason} (see {process.log_path})")
+                            f" while the cluster formed: {reason}; see {process.log_path}")
                     continue
                 try:
                     admin = AdminClient({"bootstrap.servers": process.bootstrap})
@@ -116,6 +116,7 @@ class LocalCluster:
     def restart(self, node_id: int, timeout_s: float = 30.0) -> None:
         process = self.brokers[node_id]
         if process.process is not None and process.process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)  # a paused broker cannot stop
             process.stop()
         process.start(timeout_s)
 
