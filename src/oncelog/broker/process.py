@@ -2,7 +2,10 @@
 
 ``BrokerProcess`` starts ``python -m oncelog broker`` on a free loopback port, waits until it
 accepts connections, and stops it by process id - gracefully (SIGTERM), or with ``kill -9``
-for crash tests. It is a context manager, so a failing caller still stops its broker.
+for crash tests. It is a context manager, so a failing caller still stops its broker; and a
+caller that dies without stopping it (``kill -9``) takes it along: the broker is started tied
+to the caller (``served_process.tied_to_this_process``: Linux's parent-death signal, when
+started from the main thread).
 
 A free port is only free when it is probed: on a busy machine another process (a broker of a
 parallel test, a client's outgoing connection) may take it before the broker binds it. So the
@@ -21,7 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..served_process import free_port, listens_itself  # tests import both from here too
+from ..served_process import (free_port, listens_itself,  # tests import both from here too
+                              tied_to_this_process)
 
 PORT_ATTEMPTS = 5
 PORT_TAKEN = "address already in use"  # in the broker's "cannot listen on ..." line
@@ -106,7 +110,8 @@ class BrokerProcess:
 
     def _spawn(self) -> None:
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+        self.process = subprocess.Popen(tied_to_this_process(self.command()), stdout=log,
+                                        stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL,
                                         env={**os.environ, **self.env} if self.env else None)
         log.close()

@@ -22,7 +22,9 @@ ZooKeeper allows session timeouts from 2 to 20 ticks unless told otherwise: with
 
 The server runs in a session of its own (``start_new_session``): a Ctrl-C in the terminal of
 an ``oncelog cluster start`` reaches that command, which stops its brokers first and
-ZooKeeper last, instead of ZooKeeper dying under brokers still shutting down.
+ZooKeeper last, instead of ZooKeeper dying under brokers still shutting down. A caller killed
+outright (``kill -9``) takes the server along: it is started tied to the caller
+(``served_process.tied_to_this_process``, Linux's parent-death signal).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from ..served_process import ServedProcess, free_port, listens_itself
+from ..served_process import ServedProcess, free_port, listens_itself, tied_to_this_process
 
 JAR_DIRECTORIES = (Path("/usr/share/zookeeper"), Path("/usr/share/zookeeper/lib"),
                    Path("/usr/share/java"))
@@ -175,7 +177,8 @@ class ZooKeeperProcess(ServedProcess):
                 self.port = free_port(self.host)
             self.write_config()
             with open(self.log_path, "ab") as log:
-                self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                self.process = subprocess.Popen(tied_to_this_process(command), stdout=log,
+                                                stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL, cwd=self.directory,
                                                 start_new_session=True)
             try:

@@ -44,12 +44,8 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
     check_sink(settings.sink_url)
     with ExitStack() as stack:
         if start_broker:
-            from ..broker.process import BrokerProcess
-            broker = stack.enter_context(BrokerProcess(
-                settings.work_dir / "broker-data",
-                log_path=settings.work_dir / "broker.log"))
-            if broker.process is None:
-                broker.start()
+            broker = _start_broker(settings)
+            stack.callback(broker.stop)
             settings.bootstrap = broker.bootstrap
             console.print(f"[bold]broker[/] pid {broker.pid} on {broker.bootstrap} "
                           f"(log: {broker.log_path})")
@@ -96,6 +92,21 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
                                     f"{str(query.exception()).splitlines()[0]}")
         in_topic = sum(lookups.latest().values()) - sum(lookups.earliest().values())
         return final_report(settings, in_topic, time.monotonic() - started)
+
+
+def _start_broker(settings: PipelineSettings):
+    """The run's broker, started (and tied to this process: it dies with us, even by
+    ``kill -9``); one sentence if it cannot start, e.g. when a broker an earlier run left
+    behind still holds the data directory."""
+    from ..broker.process import BrokerExited, BrokerProcess
+    broker = BrokerProcess(settings.work_dir / "broker-data",
+                           log_path=settings.work_dir / "broker.log")
+    try:
+        return broker.start()
+    except BrokerExited as error:
+        raise PipelineError(f"the run's broker {error.summary}") from None
+    except RuntimeError as error:  # it never listened
+        raise PipelineError(f"the run's {error}; see {broker.log_path}") from None
 
 
 def _start(spark, settings: PipelineSettings) -> tuple[list, str | None]:
