@@ -159,7 +159,10 @@ def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, ou
                          f"logs in {out_dir / 'logs'})") from None
 
     written = write_outputs(outcome)
-    print_report(outcome.results, console=console, seed=seed, schedule=schedule)
+    workload_s = {semantics: scenario.duration_s + run.get("schedule_delay_s", 0.0)
+                  for semantics, run in outcome.runs.items()}
+    print_report(outcome.results, console=console, seed=seed, schedule=schedule,
+                 workload_s=workload_s)
     console.print(f"result {written['result']}, chart {written['chart']}, "
                   f"histories in {out_dir / 'history'}; took {outcome.wall_time_s:g} s",
                   highlight=False)

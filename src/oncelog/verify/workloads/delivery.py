@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from ..landing import SPARK_DRIVER
 from ..processes import ChildProcess, Children
 from . import consumer as consumer_worker
 from . import pipeline as pipeline_worker
@@ -381,7 +382,7 @@ class PipelineStage(_Stage):
         self.query_name = topic
         self.master = master
         self.pause_ms = pause_ms
-        self.description = "Spark copy job"
+        self.description = SPARK_DRIVER
         self.child = children.add(ChildProcess(
             self.description,
             pipeline_worker.command(bootstrap=bootstrap, topic=topic, sink_url=sink.url,
