@@ -4,6 +4,20 @@ the Spark Connect server): waiting until one serves, the tail of its log, ``with
 ``listens_itself(pid, port)``, so that a server that lost its port to another process is not
 taken for ready because the other one answers.
 
+**Dying with the process that started them.** ``tied_to_this_process(argv)`` is the command
+to start instead of ``argv`` so that the child is killed (SIGKILL) when this process dies, even
+by ``kill -9``: a broker left running would hold its data directory, and ZooKeeper its port,
+against the next run. Linux's parent-death signal (``prctl(PR_SET_PDEATHSIG)``) is set in the
+child before it execs the real command, by a few lines of Python run as ``python -I -S -c``;
+not with ``preexec_fn``, which Python documents as unsafe in a process with threads (the
+pipeline's order generator, Py4J's, a proxy's). Two limits, both the kernel's:
+
+- The signal is tied to the *thread* that started the child, not to the process: if that
+  thread ends, the child is killed although this process lives on. So a child is tied only
+  when started from the main thread; one started from another thread (a test's helper thread
+  restarting a broker) is not, and is stopped by pid like before.
+- Not on other systems than Linux: there the command is returned as it is.
+
 A class that mixes ``ServedProcess`` in has ``process`` (its ``subprocess.Popen`` or None),
 ``log_path``, ``address`` (``host:port``, for messages), ``is_serving()``, ``start()`` and
 ``stop()``, and sets ``NAME`` (how messages call it), ``START_ERROR`` (the exception a start
@@ -13,11 +27,43 @@ that failed raises) and ``READY_POLL_S`` (how often to ask it whether it serves)
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
+
+# Run by ``python -I -S -c`` (only the standard library, no site: a few milliseconds) with
+# argv: the parent's pid, the signal, the command. PR_SET_PDEATHSIG is option 1; the check
+# after it covers a parent that died before the signal was set. The signal survives execve.
+_TIE_AND_EXEC = """\
+import ctypes, os, sys
+parent, signum, command = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signum, 0, 0, 0)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != parent:
+    os._exit(1)
+try:
+    os.execvp(command[0], command)
+except OSError as error:
+    sys.stderr.write(f"cannot run {command[0]}: {error.strerror}\\n")
+    os._exit(127)
+"""
+
+
+def tied_to_this_process(argv: list[str], signum: int = signal.SIGKILL) -> list[str]:
+    """``argv`` started so that the kernel sends ``signum`` to it when the thread starting it
+    (the main thread) ends: see the module docstring."""
+    if not sys.platform.startswith("linux") or \
+            threading.current_thread() is not threading.main_thread():
+        return list(argv)
+    return [sys.executable, "-I", "-S", "-c", _TIE_AND_EXEC, str(os.getpid()),
+            str(int(signum)), *argv]
 
 
 def free_port(host: str = "127.0.0.1") -> int:

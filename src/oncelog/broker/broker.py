@@ -123,8 +123,15 @@ class Broker:
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ConfigError(f"data directory {self.data_dir} is in use by another broker"
-                              ) from None
+            holder = os.read(self._lock_fd, 32).decode(errors="replace").strip()
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            owner = f" (pid {holder})" if holder.isdigit() else ""
+            raise ConfigError(f"data directory {self.data_dir} is in use by another "
+                              f"broker{owner}") from None
+        # The flock is the lock; the pid in the file only names its holder to the next one.
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, f"{os.getpid()}\n".encode(), 0)
 
     async def run(self, on_ready: Callable[[Broker], None] | None = None) -> None:
         self._stop = asyncio.Event()

@@ -2,7 +2,10 @@
 
 ``BrokerProcess`` starts ``python -m oncelog broker`` on a free loopback port, waits until it
 accepts connections, and stops it by process id - gracefully (SIGTERM), or with ``kill -9``
-for crash tests. It is a context manager, so a failing caller still stops its broker.
+for crash tests. It is a context manager, so a failing caller still stops its broker; and a
+caller that dies without stopping it (``kill -9``) takes it along: the broker is started tied
+to the caller (``served_process.tied_to_this_process``: Linux's parent-death signal, when
+started from the main thread).
 
 A free port is only free when it is probed: on a busy machine another process (a broker of a
 parallel test, a client's outgoing connection) may take it before the broker binds it. So the
@@ -21,14 +24,43 @@ import sys
 import time
 from pathlib import Path
 
-from ..served_process import free_port, listens_itself  # tests import both from here too
+from ..served_process import (free_port, listens_itself,  # tests import both from here too
+                              tied_to_this_process)
 
 PORT_ATTEMPTS = 5
 PORT_TAKEN = "address already in use"  # in the broker's "cannot listen on ..." line
 
 
 class BrokerExited(RuntimeError):
-    """The broker process ended before it was ready (its log tail is in the message)."""
+    """The broker process ended before it was ready.
+
+    ``summary`` is one clause for a sentence - ``exited with status 1: cannot listen on
+    127.0.0.1:9092: ... address already in use; see .../broker.log`` - with the broker's own
+    last error line (``exit_reason``); the message adds the log's tail on the lines after."""
+
+    def __init__(self, status: int | None, log_path: Path, reason: str, tail: str) -> None:
+        self.status = status
+        self.log_path = log_path
+        self.reason = reason
+        self.summary = (f"exited with status {status}: {reason or 'its log says nothing'}; "
+                        f"see {log_path}")
+        super().__init__(f"broker {self.summary}\n{tail}")
+
+
+def exit_reason(log_text: str) -> str:
+    """The line of a broker's log that says why it stopped: its last one-sentence error
+    (``oncelog: ...``, without the prefix), else its last ERROR or CRITICAL record (the
+    message only), else its last line."""
+    lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("oncelog: "):
+            return line[len("oncelog: "):]
+    for line in reversed(lines):
+        # "%(asctime)s %(levelname)s %(name)s: %(message)s", as ``oncelog broker`` logs
+        fields = line.split(" ", 4)
+        if len(fields) == 5 and fields[2] in ("ERROR", "CRITICAL"):
+            return fields[4].split(": ", 1)[-1]
+    return lines[-1] if lines else ""
 
 
 class BrokerProcess:
@@ -68,7 +100,7 @@ class BrokerProcess:
             log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
             self._spawn()
             try:
-                self.wait_ready(timeout)
+                self.wait_ready(timeout, log_start)
                 return self
             except BrokerExited:
                 attempts_left -= 1
@@ -78,19 +110,20 @@ class BrokerProcess:
 
     def _spawn(self) -> None:
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+        self.process = subprocess.Popen(tied_to_this_process(self.command()), stdout=log,
+                                        stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL,
                                         env={**os.environ, **self.env} if self.env else None)
         log.close()
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float, log_start: int = 0) -> None:
         process = self.process
         assert process is not None, "wait_ready after start"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise BrokerExited(f"broker exited with status {process.returncode}; "
-                                   f"see {self.log_path}:\n{self.log_tail()}")
+                raise BrokerExited(process.returncode, self.log_path,
+                                   exit_reason(self.log_text(log_start)), self.log_tail())
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.5):
                     pass

@@ -16,11 +16,10 @@ import asyncio
 import logging
 import signal
 import sys
-from pathlib import Path
 
 import click
 
-from .common import Failure
+from .common import Failure, user_path
 
 
 class _OneLineErrors(click.Group):
@@ -53,9 +52,9 @@ def main() -> None:
 
 @main.command()
 @click.option("--listen", metavar="HOST:PORT", help="Where to listen [default: 127.0.0.1:9092].")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--data-dir", type=user_path(file_okay=False),
               help="Data directory [default: ~/.local/share/oncelog].")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--config", "config_file", type=user_path(dir_okay=False),
               help="A server.properties-style file with Kafka config names.")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="Set one config, e.g. --set num.partitions=3 (repeatable; wins over --config).")
@@ -111,7 +110,7 @@ def _run_broker(server) -> None:
 
 @main.command()
 @click.option("--records", "-n", type=int, default=20000, show_default=True)
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--data-dir", type=user_path(file_okay=False),
               help="Where the demo broker keeps its data [default: a new temporary directory].")
 @click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Broker port [default: 9092, or a free one if 9092 is taken].")

@@ -1,16 +1,22 @@
-"""``oncelog cluster start|status``: a replicated cluster on one machine, and its health."""
+"""``oncelog cluster start|restart-broker|status|acks-table``: a replicated cluster on one
+machine, one of its brokers restarted, its health, and the acks table.
+
+``cluster start`` owns the processes it starts: it supervises them until Ctrl-C, records
+them in ``<data-dir>/cluster.json``, and is the one that restarts a broker when ``cluster
+restart-broker`` (run in another terminal) asks it to (``oncelog.cluster.control``), so the
+restarted broker is stopped by Ctrl-C like the others and dies with the command.
+"""
 
 from __future__ import annotations
 
 import signal
 import sys
 import time
-from pathlib import Path
 
 import click
 
 from . import main
-from .common import Failure, bootstrap_option
+from .common import Failure, bootstrap_option, user_path
 
 
 @main.group()
@@ -21,19 +27,26 @@ def cluster() -> None:
 @cluster.command("start")
 @click.option("--brokers", "-n", type=click.IntRange(1, 9), default=3, show_default=True,
               help="How many brokers.")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("oncelog-cluster"), show_default=True,
+@click.option("--data-dir", type=user_path(file_okay=False),
+              default="oncelog-cluster", show_default=True,
               help="ZooKeeper's and each broker's data (broker-N/ inside).")
 @click.option("--port", "first_port", type=int, default=9092, show_default=True,
-              help="Broker N listens on PORT+N-1 (0: free ports).")
+              help="Broker N listens on PORT+N-1 (0: free ports, the last run's when free).")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="A broker config for every broker, e.g. --set min.insync.replicas=2.")
 def cluster_start(brokers, data_dir, first_port, settings) -> None:
     """Start ZooKeeper and BROKERS brokers on loopback; stop them all on Ctrl-C."""
+    from ..cluster import control
     from ..cluster.local import LocalCluster
     from ..cluster.zookeeper_process import ZooKeeperNotInstalled, ZooKeeperStartError
     from .common import parse_pair
-    ports = [first_port + i for i in range(brokers)] if first_port else None
+    owner = control.running_owner(data_dir)
+    if owner is not None:
+        raise Failure(f"a cluster already runs in {data_dir} (oncelog cluster start, pid "
+                      f"{owner}); stop it first, or give another --data-dir")
+    ports = ([first_port + i for i in range(brokers)] if first_port else
+             [port if port and _free(port) else None
+              for port in control.previous_ports(data_dir, brokers)])
     local = LocalCluster(data_dir, brokers, settings=dict(parse_pair(s) for s in settings),
                          ports=ports)
     click.echo(f"starting ZooKeeper and {brokers} brokers in {data_dir} ...")
@@ -46,31 +59,108 @@ def cluster_start(brokers, data_dir, first_port, settings) -> None:
     stop = []
     signal.signal(signal.SIGINT, lambda *_: stop.append(True))
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
-    zookeeper = local.zookeeper
-    assert zookeeper is not None  # started by local.start()
-    click.echo(f"zookeeper.connect={local.zookeeper_connect} (pid {zookeeper.pid}, "
-               f"log {zookeeper.log_path})")
-    for node_id, process in local.brokers.items():
-        click.echo(f"broker {node_id}: {process.bootstrap} (pid {process.pid}, log "
-                   f"{process.log_path})")
-    click.echo(f"bootstrap servers: {local.bootstrap}")
-    click.echo("Ctrl-C stops the cluster.")
-    reported: set[int] = set()
     try:
-        while not stop:
-            for node_id in local.brokers:
-                running = local.is_running(node_id)
-                if not running and node_id not in reported:
-                    click.echo(f"oncelog: broker {node_id} exited; see "
-                               f"{local.broker(node_id).log_path}", err=True)
-                    reported.add(node_id)
-                elif running:
-                    reported.discard(node_id)
-            time.sleep(0.5)
+        control.write_state(data_dir, local)
+        zookeeper = local.zookeeper
+        assert zookeeper is not None  # started by local.start()
+        click.echo(f"zookeeper.connect={local.zookeeper_connect} (pid {zookeeper.pid}, "
+                   f"log {zookeeper.log_path})")
+        for node_id, process in local.brokers.items():
+            click.echo(f"broker {node_id}: {process.bootstrap} (pid {process.pid}, log "
+                       f"{process.log_path})")
+        click.echo(f"bootstrap servers: {local.bootstrap}")
+        click.echo(f"restart broker N: oncelog cluster restart-broker N --data-dir {data_dir}")
+        click.echo("Ctrl-C stops the cluster.")
+        _supervise(local, data_dir, stop)
     finally:
         click.echo("stopping the cluster ...")
         local.stop()
         click.echo("stopped")
+
+
+def _free(port: int) -> bool:
+    import socket
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _supervise(local, data_dir, stop: list) -> None:
+    """Until Ctrl-C: report a broker that exited (once), and restart the brokers that
+    ``cluster restart-broker`` asks for - here, so that they stay this command's children."""
+    from ..cluster import control
+    reported: set[int] = set()
+    while not stop:
+        for request in control.pending_requests(data_dir):
+            _restart(local, data_dir, request)
+        for node_id in local.brokers:
+            running = local.is_running(node_id)
+            if not running and node_id not in reported:
+                click.echo(f"oncelog: broker {node_id} exited; see "
+                           f"{local.broker(node_id).log_path}; restart it with: oncelog "
+                           f"cluster restart-broker {node_id} --data-dir {data_dir}", err=True)
+                reported.add(node_id)
+            elif running:
+                reported.discard(node_id)
+        time.sleep(0.5)
+
+
+def _restart(local, data_dir, request) -> None:
+    from ..broker.process import BrokerExited
+    from ..cluster import control
+    node_id = request.node_id
+    if node_id not in local.brokers:
+        request.answer({"error": f"the cluster in {data_dir} has brokers 1-"
+                                 f"{len(local.brokers)}, no broker {node_id}"})
+        return
+    click.echo(f"restarting broker {node_id} (asked by oncelog cluster restart-broker) ...")
+    process = local.broker(node_id)
+    try:
+        local.restart(node_id, timeout_s=RESTART_TIMEOUT_S)
+    except BrokerExited as error:
+        message = f"broker {node_id} {error.summary}"
+        click.echo(f"oncelog: {message}", err=True)
+        request.answer({"error": message})
+        return
+    except RuntimeError as error:  # it never listened
+        request.answer({"error": f"{error}; see {process.log_path}"})
+        return
+    control.write_state(data_dir, local)
+    click.echo(f"broker {node_id}: {process.bootstrap} (pid {process.pid}, log "
+               f"{process.log_path})")
+    request.answer({"pid": process.pid, "bootstrap": process.bootstrap})
+
+
+# A broker back after kill -9 first waits for its previous ZooKeeper session to expire
+# (zookeeper.session.timeout.ms, 18 s by default), then registers and listens.
+RESTART_TIMEOUT_S = 90.0
+
+
+@cluster.command("restart-broker")
+@click.argument("node_id", metavar="N", type=click.IntRange(1, 9))
+@click.option("--data-dir", type=user_path(file_okay=False),
+              default="oncelog-cluster", show_default=True,
+              help="The --data-dir of the running oncelog cluster start.")
+def cluster_restart_broker(node_id, data_dir) -> None:
+    """Restart broker N of the cluster that `oncelog cluster start` runs in --data-dir
+    (stopped first if it runs; on its address, with its data and settings)."""
+    from ..cluster import control
+    if control.read_state(data_dir) is None:
+        raise Failure(f"no cluster was started in {data_dir} (no {control.STATE_FILE}); "
+                      f"start one with: oncelog cluster start --data-dir {data_dir}")
+    owner = control.running_owner(data_dir)
+    if owner is None:
+        raise Failure(f"the cluster in {data_dir} is not running (its oncelog cluster start "
+                      f"has exited); start it again with: oncelog cluster start --data-dir "
+                      f"{data_dir}")
+    request = control.ask_restart(data_dir, node_id)
+    result = control.wait_for_answer(request, owner, RESTART_TIMEOUT_S + 30)
+    if "error" in result:
+        raise Failure(f"cannot restart broker {node_id}: {result['error']}")
+    click.echo(f"broker {node_id} restarted: {result['bootstrap']} (pid {result['pid']})")
 
 
 @cluster.command("status")
@@ -109,8 +199,8 @@ def cluster_status(bootstrap) -> None:
               help="Leader failures per row.")
 @click.option("--rate", type=click.IntRange(10, 5000), default=200, show_default=True,
               help="Records per second the producer of each row sends.")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("acks-table-out"), show_default=True,
+@click.option("--data-dir", type=user_path(file_okay=False),
+              default="acks-table-out", show_default=True,
               help="The cluster's data and logs, and results.json.")
 def cluster_acks_table(cycles, rate, data_dir) -> None:
     """Measure acks=0/1/all, min.insync.replicas and unclean election side by side on a

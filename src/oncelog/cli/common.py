@@ -1,5 +1,8 @@
 """Helpers every ``oncelog`` client command shares: the --bootstrap option, one-sentence
-failures, and confluent-kafka clients that log nothing to the terminal.
+failures, confluent-kafka clients that log nothing to the terminal, and paths the user typed
+made absolute at the CLI boundary (``user_path``, ``absolute_sqlite_url``): a command may run
+a child process in another folder (ZooKeeper runs in its own; Spark executors in theirs), so
+a relative path must never get past the command line.
 
 ``bootstrap_option`` is where an unusable address is caught, for every command that has
 it: a malformed one is a usage error (exit 2) when the arguments are parsed, and one that
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from pathlib import Path
 
 import click
 
@@ -113,3 +117,23 @@ def parse_pair(text: str) -> tuple[str, str]:
     if not sep:
         raise Failure(f"expected NAME=VALUE, got {text!r}")
     return name.strip(), value.strip()
+
+
+# -- paths ---------------------------------------------------------------------------------
+
+def user_path(*, file_okay: bool = True, dir_okay: bool = True) -> click.Path:
+    """A path option's type: a ``Path``, absolute (relative to the folder the command was
+    run from), defaults included."""
+    return click.Path(file_okay=file_okay, dir_okay=dir_okay, path_type=Path,
+                      resolve_path=True)
+
+
+def absolute_sqlite_url(url: str | None) -> str | None:
+    """``sqlite:///relative.db`` made ``sqlite:////<here>/relative.db``; any other URL as is."""
+    prefix = "sqlite:///"
+    if url is None or not url.startswith(prefix):
+        return url
+    path = url[len(prefix):]
+    if not path or path.startswith("/") or path.startswith(":memory:"):
+        return url
+    return prefix + str(Path(path).resolve())

@@ -3,12 +3,11 @@ sink."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 
 from . import main
-from .common import Failure
+from .common import Failure, absolute_sqlite_url, user_path
 
 
 @main.group()
@@ -26,8 +25,8 @@ def pipeline() -> None:
               help="Write the enriched orders to this topic (created if missing), one Kafka "
                    "transaction per batch with its batch id, instead of the orders table; "
                    "the revenue table stays in --sink.")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("pipeline-out"), show_default=True,
+@click.option("--work-dir", type=user_path(file_okay=False),
+              default="pipeline-out", show_default=True,
               help="Checkpoints, the default SQLite sink and the broker's data. Run again with "
                    "the same folder to continue where the last run stopped.")
 @click.option("--records", "-n", type=click.IntRange(min=0), default=20_000, show_default=True,
@@ -54,9 +53,9 @@ def run(bootstrap, sink_url, output_topic, work_dir, records, rate, topic,
     from ..spark.pipeline_runner import PipelineError, print_report, run_pipeline
     from rich.console import Console
 
-    work_dir = work_dir.resolve()
+    sink_url = absolute_sqlite_url(sink_url) or f"sqlite:///{work_dir / 'pipeline.db'}"
     settings = PipelineSettings(
-        bootstrap=bootstrap or "", sink_url=sink_url or f"sqlite:///{work_dir / 'pipeline.db'}",
+        bootstrap=bootstrap or "", sink_url=sink_url,
         work_dir=work_dir, topic=topic, records=records, rate=rate,
         max_offsets_per_trigger=max_offsets_per_trigger, timeout_s=timeout,
         output_topic=output_topic, master=master, spark_conf=parse_conf(spark_conf))

@@ -11,12 +11,11 @@ first).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
 from . import main
-from .common import Failure
+from .common import Failure, absolute_sqlite_url, user_path
 
 EXIT_BROKEN, EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_RUN_FAILED = 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
@@ -63,7 +62,8 @@ class InconclusiveFailure(Failure):
                    "(oncelog_verify_<semantics>): sqlite:///path.db or "
                    "postgresql://user@host:port/db [default: a SQLite file per semantics "
                    "in --out].")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("verify-out"),
+@click.option("--out", "out_dir", type=user_path(),
+              default="verify-out",
               show_default=True, help="Where result.json, chart.png, histories, sinks and "
                                       "logs go.")
 @click.option("--rate", type=float, default=400.0, show_default=True, metavar="N",
@@ -116,7 +116,8 @@ def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, ou
     try:
         scenario = Scenario.build(
             semantics=semantics, faults=faults, duration_s=duration_s, seed=seed,
-            out_dir=out_dir, bootstrap=bootstrap, brokers=brokers, sink=sink_url, rate=rate,
+            out_dir=out_dir, bootstrap=bootstrap, brokers=brokers,
+            sink=absolute_sqlite_url(sink_url), rate=rate,
             producers=producers, partitions=partitions, drain_timeout_s=drain_timeout_s,
             exactly_once_stage=exactly_once_stage, spark_master=spark_master,
             abort_probability=abort_probability,
@@ -158,7 +159,10 @@ def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, ou
                          f"logs in {out_dir / 'logs'})") from None
 
     written = write_outputs(outcome)
-    print_report(outcome.results, console=console, seed=seed, schedule=schedule)
+    workload_s = {semantics: scenario.duration_s + run.get("schedule_delay_s", 0.0)
+                  for semantics, run in outcome.runs.items()}
+    print_report(outcome.results, console=console, seed=seed, schedule=schedule,
+                 workload_s=workload_s)
     console.print(f"result {written['result']}, chart {written['chart']}, "
                   f"histories in {out_dir / 'history'}; took {outcome.wall_time_s:g} s",
                   highlight=False)

@@ -14,18 +14,23 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from ..broker.process import BrokerProcess
+from ..broker.process import BrokerExited, BrokerProcess, exit_reason
 from .zookeeper_process import ZooKeeperProcess
 
 CHROOT = "/oncelog"
 
 
+class BrokerStartError(RuntimeError):
+    """A broker exited while the cluster started: one sentence with the broker's own reason."""
+
+
 class LocalCluster:
     def __init__(self, data_dir: Path, brokers: int = 3, *, zookeeper_connect: str | None = None,
                  settings: dict[str, str] | None = None, host: str = "127.0.0.1",
-                 ports: list[int] | None = None) -> None:
+                 ports: Sequence[int | None] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.zookeeper: ZooKeeperProcess | None = None
@@ -51,9 +56,12 @@ class LocalCluster:
             for node_id in range(1, self._count + 1):
                 port = self._ports[node_id - 1] if node_id <= len(self._ports) else None
                 self.brokers[node_id] = self._broker_process(node_id, port)
-            for process in self.brokers.values():
+            for node_id, process in self.brokers.items():
                 process.data_dir.mkdir(parents=True, exist_ok=True)
-                process.start(timeout_s)
+                try:
+                    process.start(timeout_s)
+                except BrokerExited as error:
+                    raise BrokerStartError(f"broker {node_id} {error.summary}") from None
             self.wait_for_brokers(set(self.brokers), timeout_s)
         except BaseException:
             self.stop()
@@ -79,10 +87,10 @@ class LocalCluster:
                     continue
                 if process.process.poll() is not None:
                     if node_id in node_ids:
-                        raise RuntimeError(
+                        reason = exit_reason(process.log_text()) or "its log says nothing"
+                        raise BrokerStartError(
                             f"broker {node_id} exited with status {process.process.returncode}"
-                            f" while the cluster formed; see {process.log_path}:\n"
-                            f"{process.log_tail()}")
+                            f" while the cluster formed: {reason}; see {process.log_path}")
                     continue
                 try:
                     admin = AdminClient({"bootstrap.servers": process.bootstrap})
@@ -110,6 +118,7 @@ class LocalCluster:
     def restart(self, node_id: int, timeout_s: float = 30.0) -> None:
         process = self.brokers[node_id]
         if process.process is not None and process.process.poll() is None:
+            os.kill(process.process.pid, signal.SIGCONT)  # a paused broker cannot stop
             process.stop()
         process.start(timeout_s)
 

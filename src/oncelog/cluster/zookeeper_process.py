@@ -1,4 +1,5 @@
-"""Run a real Apache ZooKeeper 3.8 as a child process, from Debian's ``zookeeper`` jars.
+"""Run a real Apache ZooKeeper 3.8 as a child process, from Debian's ``zookeeper`` jars or
+from a ZooKeeper distribution named by ``ZOOKEEPER_HOME``.
 
 ``ZooKeeperProcess(directory).start()`` writes ``zoo.cfg`` into ``directory`` (data in
 ``directory/data``), starts ``java ... org.apache.zookeeper.server.ZooKeeperServerMain
@@ -7,7 +8,12 @@ waits until the server answers the ``srvr`` four-letter word, and ``stop()`` end
 id: SIGTERM, then SIGKILL. It is a context manager. Used by ``oncelog cluster start`` and the
 tests (``tests/zookeeper_server.py``).
 
-The classpath is ``zookeeper.jar`` (its manifest names the other jars of the package) and
+Where the jars come from (``find_classpath``): with ``ZOOKEEPER_HOME`` set, that folder only,
+laid out like Apache's release tarball (``apache-zookeeper-X.Y.Z-bin``): every jar in
+``lib/`` (and at the top, as older releases had the server jar), with ``conf/`` first so the
+distribution's own ``logback.xml`` sends its log to stderr. A ``ZOOKEEPER_HOME`` without a
+ZooKeeper server jar is one sentence naming it, never a fallback to other jars. Otherwise
+Debian's ``zookeeper.jar`` (its manifest names the other jars of the package) and
 ``slf4j-simple.jar``, so the server logs to stderr, which goes to the log file; without a
 binding slf4j would drop every line. The tick is short (100 ms by default) because
 ZooKeeper allows session timeouts from 2 to 20 ticks unless told otherwise: with
@@ -16,23 +22,28 @@ ZooKeeper allows session timeouts from 2 to 20 ticks unless told otherwise: with
 
 The server runs in a session of its own (``start_new_session``): a Ctrl-C in the terminal of
 an ``oncelog cluster start`` reaches that command, which stops its brokers first and
-ZooKeeper last, instead of ZooKeeper dying under brokers still shutting down.
+ZooKeeper last, instead of ZooKeeper dying under brokers still shutting down. A caller killed
+outright (``kill -9``) takes the server along: it is started tied to the caller
+(``served_process.tied_to_this_process``, Linux's parent-death signal).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 from pathlib import Path
 
-from ..served_process import ServedProcess, free_port, listens_itself
+from ..served_process import ServedProcess, free_port, listens_itself, tied_to_this_process
 
 JAR_DIRECTORIES = (Path("/usr/share/zookeeper"), Path("/usr/share/zookeeper/lib"),
                    Path("/usr/share/java"))
 SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+# zookeeper-3.8.4.jar, not zookeeper-jute-3.8.4.jar or zookeeper-prometheus-metrics-3.8.4.jar
+SERVER_JAR = re.compile(r"zookeeper(-\d[\w.-]*)?\.jar")
 
 
 class ZooKeeperNotInstalled(RuntimeError):
@@ -55,7 +66,12 @@ def find_java() -> str:
 
 
 def find_classpath() -> list[str]:
-    """``zookeeper.jar`` and, when present, ``zookeeper-jute.jar`` and ``slf4j-simple.jar``."""
+    """``ZOOKEEPER_HOME``'s jars when it is set; else Debian's ``zookeeper.jar`` and, when
+    present, ``zookeeper-jute.jar`` and ``slf4j-simple.jar``."""
+    home = os.environ.get("ZOOKEEPER_HOME")
+    if home:
+        return distribution_classpath(Path(home))
+
     def first(name: str) -> Path | None:
         return next((directory / name for directory in JAR_DIRECTORIES
                      if (directory / name).is_file()), None)
@@ -64,9 +80,22 @@ def find_classpath() -> list[str]:
     if server_jar is None:
         raise ZooKeeperNotInstalled("ZooKeeper is not installed (no zookeeper.jar in "
                                     + ", ".join(map(str, JAR_DIRECTORIES))
-                                    + "); run make setup")
+                                    + "); run make setup, or set ZOOKEEPER_HOME to an "
+                                    "Apache ZooKeeper release folder (the one holding lib/)")
     return [str(jar) for jar in (server_jar, first("zookeeper-jute.jar"),
                                  first("slf4j-simple.jar")) if jar is not None]
+
+
+def distribution_classpath(home: Path) -> list[str]:
+    """``home/conf`` (when present), then every jar in ``home/lib`` and ``home``."""
+    home = home.absolute()
+    jars = sorted(home.glob("lib/*.jar")) + sorted(home.glob("*.jar"))
+    if not any(SERVER_JAR.fullmatch(jar.name) for jar in jars):
+        raise ZooKeeperNotInstalled(
+            f"ZOOKEEPER_HOME={home} is not a ZooKeeper distribution: no zookeeper-*.jar in "
+            f"{home / 'lib'} (Apache's release tarball, apache-zookeeper-X.Y.Z-bin, has one)")
+    conf = [home / "conf"] if (home / "conf").is_dir() else []
+    return [str(path) for path in conf + jars]
 
 
 def four_letter_word(host: str, port: int, word: str = "srvr", timeout_s: float = 2.0) -> str:
@@ -86,13 +115,14 @@ class ZooKeeperProcess(ServedProcess):
     def __init__(self, directory: Path, *, port: int | None = None, host: str = "127.0.0.1",
                  tick_time_ms: int = 100, max_session_timeout_ms: int = 60_000,
                  log_path: Path | None = None, heap_mb: int = 256) -> None:
-        self.directory = Path(directory)
+        # Absolute: the server runs in ``directory`` and reads every path from there.
+        self.directory = Path(directory).absolute()
         self.host = host
         self.requested_port = port
         self.port = port or 0
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms
-        self.log_path = Path(log_path) if log_path else self.directory / "zookeeper.log"
+        self.log_path = Path(log_path).absolute() if log_path else self.directory / "zookeeper.log"
         self.heap_mb = heap_mb
         self.process: subprocess.Popen | None = None
 
@@ -147,7 +177,8 @@ class ZooKeeperProcess(ServedProcess):
                 self.port = free_port(self.host)
             self.write_config()
             with open(self.log_path, "ab") as log:
-                self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                self.process = subprocess.Popen(tied_to_this_process(command), stdout=log,
+                                                stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL, cwd=self.directory,
                                                 start_new_session=True)
             try:

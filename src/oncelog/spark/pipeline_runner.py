@@ -3,7 +3,11 @@
 Used by ``oncelog pipeline run``. Without ``--bootstrap`` a broker is started for the run in
 the work directory and stopped at the end (or on Ctrl-C); with one, the pipeline uses that
 broker (oncelog's or Apache Kafka). Progress shows records produced, rows committed in the
-sink, batches committed and the lag (records in the log not yet in the sink). With
+sink, batches committed and the lag (records in the log not yet in the sink): a live table
+on a terminal, plain flushed lines anywhere else (a line per committed batch, and one every
+``PROGRESS_LINE_S`` at least). The run's broker is tied to this process (``BrokerProcess``:
+it dies with it, even by ``kill -9``), and so is Spark's driver JVM, which PySpark makes exit
+when the pipe from its Python driver closes. With
 ``output_topic`` the orders go to that topic through ``KafkaSink``; the sink is checked (the
 broker reached, the topic created if missing, transactions started) before Spark starts. A
 query whose Python worker missed Spark's connect-back limit is restarted from its checkpoint
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 
 from rich.console import Console
 from rich.live import Live
@@ -31,6 +35,7 @@ from .pipeline import (Generator, PipelineSettings, Report, final_report, sink_s
 # its queries a few times before giving up.
 WORKER_MISSED = "Python worker failed to connect back"
 WORKER_RESTARTS = 3
+PROGRESS_LINE_S = 5.0  # not on a terminal: a progress line at least this often
 
 
 class PipelineError(Exception):
@@ -44,12 +49,8 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
     check_sink(settings.sink_url)
     with ExitStack() as stack:
         if start_broker:
-            from ..broker.process import BrokerProcess
-            broker = stack.enter_context(BrokerProcess(
-                settings.work_dir / "broker-data",
-                log_path=settings.work_dir / "broker.log"))
-            if broker.process is None:
-                broker.start()
+            broker = _start_broker(settings)
+            stack.callback(broker.stop)
             settings.bootstrap = broker.bootstrap
             console.print(f"[bold]broker[/] pid {broker.pid} on {broker.bootstrap} "
                           f"(log: {broker.log_path})")
@@ -99,6 +100,21 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
         return final_report(settings, in_topic, time.monotonic() - started)
 
 
+def _start_broker(settings: PipelineSettings):
+    """The run's broker, started (and tied to this process: it dies with us, even by
+    ``kill -9``); one sentence if it cannot start, e.g. when a broker an earlier run left
+    behind still holds the data directory."""
+    from ..broker.process import BrokerExited, BrokerProcess
+    broker = BrokerProcess(settings.work_dir / "broker-data",
+                           log_path=settings.work_dir / "broker.log")
+    try:
+        return broker.start()
+    except BrokerExited as error:
+        raise PipelineError(f"the run's broker {error.summary}") from None
+    except RuntimeError as error:  # it never listened
+        raise PipelineError(f"the run's {error}; see {broker.log_path}") from None
+
+
 def _start(spark, settings: PipelineSettings) -> tuple[list, str | None]:
     """Start both queries (from their checkpoints when they have some): the queries, or no
     queries and Spark's error when a Python worker missed its connect-back limit; any other
@@ -114,14 +130,14 @@ def _start(spark, settings: PipelineSettings) -> tuple[list, str | None]:
 def _follow(console, settings, generator, queries, lookups, started) -> None:
     """Show progress until every record in the log reached both sinks (or time runs out)."""
     orders_query, revenue_query = queries
-    with Live(console=console, refresh_per_second=2, transient=False) as live:
+    with _progress_display(console) as show:
         while True:
             time.sleep(0.5)
             latest = to_json(lookups.latest())
             state = sink_state(settings)
             lag = sum(max(0, offset - int(state.end_offsets.get(topic, {}).get(part, 0)))
                       for topic, parts in latest.items() for part, offset in parts.items())
-            live.update(_progress_table(generator, state, lag, time.monotonic() - started))
+            show(generator, state, lag, time.monotonic() - started)
             failed = [q for q in queries if q.exception() is not None or not q.isActive]
             if failed or generator.error:
                 return
@@ -139,6 +155,42 @@ def _caught_up(query, latest: dict) -> bool:
     end = progress["sources"][0].get("endOffset")
     end = json.loads(end) if isinstance(end, str) else end
     return end == latest
+
+
+@contextmanager
+def _progress_display(console: Console):
+    """``show(generator, state, lag, elapsed)``: on a terminal, a live table; anywhere else (a
+    file, a pipe, CI) plain lines (``ProgressLines``), since a live table is only written
+    out when it stops and the log would stay empty for the whole run."""
+    if not console.is_terminal:
+        yield ProgressLines(console).show
+        return
+    with Live(console=console, refresh_per_second=2, transient=False) as live:
+        yield lambda *progress: live.update(_progress_table(*progress))
+
+
+class ProgressLines:
+    """One line per committed batch, at most one a second, and at least one every
+    ``every_s`` while nothing is committed (Spark starting, a slow batch)."""
+
+    def __init__(self, console: Console, every_s: float = PROGRESS_LINE_S) -> None:
+        self.console = console
+        self.every_s = every_s
+        self.printed_at: float | None = None
+        self.batches = -1
+
+    def show(self, generator, state, lag: int, elapsed: float) -> None:
+        since = None if self.printed_at is None else elapsed - self.printed_at
+        new_batch = state.batches != self.batches
+        if since is not None and since < (1.0 if new_batch else self.every_s):
+            return
+        self.printed_at, self.batches = elapsed, state.batches
+        # rich writes and flushes each print; soft_wrap keeps a line one line in a log
+        self.console.print(
+            f"pipeline {elapsed:.0f} s: produced {generator.acknowledged + generator.failed}/"
+            f"{generator.records}, acknowledged {generator.acknowledged}, rows in sink "
+            f"{state.rows}, batches committed {state.batches}, lag {lag}",
+            highlight=False, soft_wrap=True)
 
 
 def _progress_table(generator, state, lag: int, elapsed: float) -> Table:

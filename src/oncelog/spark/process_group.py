@@ -11,7 +11,10 @@ binding to loopback (``SPARK_LOCAL_IP``; ``session.py`` says why).
 workers as its children, and they all stay in the group. ``stop()`` sends SIGTERM to the
 group, then SIGKILL to whatever is left of it (so nothing outlives the process, even after
 its JVM exited first); ``kill()`` is SIGKILL at once, as a crash. A Ctrl-C in the caller's
-terminal does not reach the group, so the caller decides the order of shutdown.
+terminal does not reach the group, so the caller decides the order of shutdown. The leader is
+started tied to the caller (``served_process.tied_to_this_process``): if the caller is killed
+outright, the kernel kills the leader (a Master, a Worker, whose executors then exit on losing
+it; a Connect server).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+
+from ..served_process import tied_to_this_process
 
 
 class SparkNotInstalled(RuntimeError):
@@ -59,7 +64,8 @@ class ProcessGroup:
 
     def start(self, environment: dict[str, str], cwd: Path) -> ProcessGroup:
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
+            self.process = subprocess.Popen(tied_to_this_process(self.command), stdout=log,
+                                            stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, env=environment, cwd=cwd,
                                             start_new_session=True)
         return self

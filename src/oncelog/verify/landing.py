@@ -10,7 +10,7 @@ per fault, whether it **landed** and what it did, in one sentence and in numbers
 |---|---|---|
 | ``kill-broker``, ``kill-leader`` | the broker was running when ``kill -9`` hit it | its pid, how long it was down, its new pid; records acknowledged while it was down and in the ``SEEN_AFTER_S`` after its restart (clients saw the restart: they reconnected and were answered by the new process) |
 | ``pause-broker`` | the broker was running when ``SIGSTOP`` hit it | its pid, how long it was paused |
-| ``kill-consumer``, ``kill-driver`` | the stage's process was running when it was killed | its pid, where in its work the kill landed, how long it was down; for the Spark copy job, the batch window (``window``, see ``workloads.delivery``) |
+| ``kill-consumer``, ``kill-driver`` | the stage's process was running when it was killed | its pid, what it was (``target``: ``SPARK_DRIVER``, or a consumer or reader when the stage has no Spark driver), where in its work the kill landed, how long it was down; for the Spark copy job, the batch window (``window``, see ``workloads.delivery``) |
 | ``drop-acks`` | the proxy dropped at least one Produce response | how many |
 | ``kill-executor`` | a live executor JVM of the copy job's application was SIGKILLed (its pid found on this machine) | its pid, executor and application ids, the batch it hit and how many tasks were running on it; from the heal: the executor(s) that replaced it and ran tasks (``replaced_by``, ``replacement_s``), the tasks that died with the killed executor (``lost_tasks``; written batches show they ran again), the first batch written after the kill (``batch_after``); ``recovered`` when both a replacement ran tasks and a batch was written |
 
@@ -29,9 +29,10 @@ from typing import Any
 
 from .history import FaultEvent
 
-__all__ = ["FaultOutcome", "SEEN_AFTER_S", "describe_window", "fault_outcomes"]
+__all__ = ["FaultOutcome", "SEEN_AFTER_S", "SPARK_DRIVER", "describe_window", "fault_outcomes"]
 
 SEEN_AFTER_S = 10.0      # how long after a broker's restart its acknowledgements are counted
+SPARK_DRIVER = "Spark copy job"  # the target of a kill in the one stage with a Spark driver
 _SETTLE_S = 0.5          # acknowledgements of requests answered just before the kill
 
 
@@ -121,6 +122,8 @@ def _outcome(inject: FaultEvent, heal: FaultEvent | None,
         if detail["paused_s"] is not None:
             effect += f", paused {detail['paused_s']:g} s"
         return FaultOutcome(name, at_s, elapsed_s, True, effect, detail)
+    if done.get("target"):
+        detail["target"] = done["target"]  # what was killed: kill-driver may hit a consumer
     target = done.get("target") or (f"broker {done['broker']}" if "broker" in done
                                     else "the broker")
     effect = f"kill -9 of {target} (pid {pid})"

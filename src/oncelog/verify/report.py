@@ -5,7 +5,10 @@ The JSON document (``write_json``) is the run's record: the seed and the fault s
 regenerates it), then per semantics every count, the verdict (kept, broken or inconclusive)
 and why, what each fault did (``fault_outcomes``), and up to ``sample_size`` ids of each
 anomaly. The table's verdict is ✔ only for a run that kept its contract *and* proved
-something (``CheckResult.verdict``); its caption lists the faults that happened.
+something (``CheckResult.verdict``); its caption lists the faults that happened, per
+semantics, each under the name of what it hit (a ``kill-driver`` without a Spark driver
+killed a consumer), and each semantics' workload length (the schedule's duration, plus its
+shift when a target was slow to recover: never one semantics' length as the whole run's).
 matplotlib is imported only by ``write_chart`` (the ``verify`` extra), and only through its
 object-oriented API with the Agg canvas: no pyplot, no global backend switch, no display
 needed.
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .checker import CONTRACTS, CheckResult
-from .landing import describe_window
+from .landing import SPARK_DRIVER, describe_window
 from .schedule import FaultSchedule
 
 __all__ = ["ChartUnavailable", "print_report", "render_table", "results_document",
@@ -65,9 +68,11 @@ def _anomaly_cell(result: CheckResult, anomaly: str) -> str:
 
 
 def render_table(results: Sequence[CheckResult], *, seed: int | None = None,
-                 schedule: FaultSchedule | None = None) -> Table:
+                 schedule: FaultSchedule | None = None,
+                 workload_s: Mapping[str, float] | None = None) -> Table:
     """One row per semantics. An anomaly is red when it breaks that row's contract, yellow
-    when the semantics allows it."""
+    when the semantics allows it. ``workload_s``: per semantics, how long its workload
+    really ran (the schedule's duration plus any shift while a target recovered)."""
     title = "oncelog verify" + (f" — seed {seed}" if seed is not None else "")
     # Fits 80 columns (a CI log): no outer edge, "acked" for acknowledged, and the
     # unexpected column only when something unexpected turned up.
@@ -76,7 +81,8 @@ def render_table(results: Sequence[CheckResult], *, seed: int | None = None,
         anomalies.append("unexpected")
     if any(result.semantics == "transactional" for result in results):
         anomalies += ["aborted_reads", "uncommitted_reads"]
-    table = Table(title=title, caption=_caption(results, schedule), caption_justify="left",
+    table = Table(title=title, caption=_caption(results, schedule, workload_s or {}),
+                  caption_justify="left",
                   box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     table.add_column("semantics", no_wrap=True)
     for column in ("produced", "acked", "delivered", *anomalies):
@@ -94,28 +100,56 @@ _VERDICT_CELLS = {"kept": "[green]✔[/green]", "broken": "[bold red]✘[/bold r
                   "inconclusive": "[yellow]inconclusive[/yellow]"}
 
 
-def _caption(results: Sequence[CheckResult], schedule: FaultSchedule | None) -> str | None:
+def _caption(results: Sequence[CheckResult], schedule: FaultSchedule | None,
+             workload_s: Mapping[str, float]) -> str | None:
     """The faults that happened, per semantics (what landed, and what did not); the planned
-    schedule only for results that do not say what their faults did."""
+    schedule only for results that do not say what their faults did.
+
+    The semantics run one after another, each with the whole schedule, so the schedule's
+    duration is each one's workload, not the run's: the caption says so, and gives a
+    semantics its own length when its schedule shifted (a target slow to recover)."""
+    planned = (f"{schedule.duration_s:g} s of workload per semantics" if schedule is not None
+               else None)
     if results and all(result.fault_outcomes is not None for result in results):
-        length = f"{schedule.duration_s:g} s run" if schedule is not None else "run"
         if not any(result.fault_outcomes for result in results):
-            return f"{length}; no faults requested (--faults none): a plain run"
-        lines = [f"{length}; faults that happened:"]
+            return "; ".join(filter(None, [planned, "no faults requested (--faults none): "
+                                                    "a plain run"]))
+        lines = ["; ".join(filter(None, [planned, "faults that happened:"]))]
         for result in results:
             landed = ", ".join(_short(outcome) for outcome in result.faults_landed)
-            missed = ", ".join(f"{outcome.name} {_at(outcome)}"
+            missed = ", ".join(f"{_name(outcome)} {_at(outcome)}"
                                for outcome in result.fault_outcomes or () if not outcome.landed)
-            line = f"{prose(result.semantics)}: {landed or 'none landed'}"
+            line = (f"{prose(result.semantics)}"
+                    f"{_own_length(result.semantics, schedule, workload_s)}: "
+                    f"{landed or 'none landed'}")
             lines.append(line + (f"; did not land: {missed}" if missed else ""))
         return "\n".join(lines)
     if schedule is None:
         return None
     if not schedule.faults:
-        return f"no faults, {schedule.duration_s:g} s"
+        return f"{planned}; no faults"
     faults = ", ".join(f"{fault.name} {fault.at_s:g}-{fault.heal_at_s:g} s"
                        for fault in schedule.faults)
-    return f"{schedule.duration_s:g} s run; faults planned: {faults}"
+    return f"{planned}; faults planned: {faults}"
+
+
+def _own_length(semantics: str, schedule: FaultSchedule | None,
+                workload_s: Mapping[str, float]) -> str:
+    """`` (52.3 s: its schedule shifted 40.3 s)`` when this semantics' workload ran longer
+    than planned, else nothing."""
+    length = workload_s.get(semantics)
+    if length is None or schedule is None or length - schedule.duration_s < 0.05:
+        return ""
+    return f" ({length:.1f} s: its schedule shifted {length - schedule.duration_s:.1f} s)"
+
+
+def _name(outcome) -> str:
+    """The fault's name, and what it killed instead when the name does not say it: a
+    ``kill-driver`` in a stage without a Spark driver kills its consumer (or reader)."""
+    target = outcome.detail.get("target")
+    if outcome.name == "kill-driver" and target and target != SPARK_DRIVER:
+        return f"kill-driver (no Spark driver here: the {target})"
+    return outcome.name
 
 
 def _at(outcome) -> str:
@@ -147,18 +181,18 @@ def _short(outcome) -> str:
                 facts.append(f"{label} {detail[key]:.1f} s")
         if detail.get("window"):
             facts.append(describe_window(detail["window"]))
-    return f"{outcome.name} {_at(outcome)} ({', '.join(fact for fact in facts if fact)})"
+    return f"{_name(outcome)} {_at(outcome)} ({', '.join(fact for fact in facts if fact)})"
 
 
 def print_report(results: Sequence[CheckResult], *, console: Console | None = None,
                  seed: int | None = None, schedule: FaultSchedule | None = None,
-                 sample_size: int = 5) -> None:
+                 sample_size: int = 5, workload_s: Mapping[str, float] | None = None) -> None:
     """The table, then per semantics its broken promises with a few ids, and its warnings."""
     if console is None:
         console = Console()
         if not console.is_terminal:  # a log file or CI: rich would assume 80 columns
             console = Console(width=max(console.width, 100))
-    console.print(render_table(results, seed=seed, schedule=schedule))
+    console.print(render_table(results, seed=seed, schedule=schedule, workload_s=workload_s))
     for result in results:
         name = prose(result.semantics)
         samples = result.to_dict(sample_size)["samples"]

@@ -51,6 +51,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..landing import SPARK_DRIVER
 from ..processes import ChildProcess, Children
 from . import consumer as consumer_worker
 from . import pipeline as pipeline_worker
@@ -387,7 +388,7 @@ class PipelineStage(_Stage):
         self.query_name = topic
         self.master = master
         self.pause_ms = pause_ms
-        self.description = "Spark copy job"
+        self.description = SPARK_DRIVER
         self.child = children.add(ChildProcess(
             self.description,
             pipeline_worker.command(bootstrap=bootstrap, topic=topic, sink_url=sink.url,
