@@ -100,6 +100,10 @@ def test_errors_are_one_sentence(broker, tmp_path):
     busy = oncelog("broker", "--listen", broker.bootstrap, "--data-dir",
                    str(tmp_path / "other"), check=False)
     assert busy.returncode == 1 and "cannot listen on" in busy.stderr
+    # asyncio's bind error is a sentence about a Python tuple ("error while attempting to
+    # bind on address ('127.0.0.1', 9092)"); the user is told the address once, in words.
+    assert busy.stderr.strip().endswith(
+        f"cannot listen on {broker.bootstrap}: address already in use"), busy.stderr
     shared = oncelog("broker", "--listen", "127.0.0.1:0", "--data-dir", str(broker.data_dir),
                      check=False)
     assert shared.returncode == 1 and "in use by another broker" in shared.stderr

@@ -159,8 +159,11 @@ class Broker:
         except OSError as error:
             self.partitions.close()
             self.write_waiter.close()
+            # asyncio's strerror is "error while attempting to bind on address (host, port):
+            # ...": the address is said once, here, and the cause in the OS's words.
+            reason = os.strerror(error.errno).lower() if error.errno else str(error)
             raise ConfigError(f"cannot listen on {self.listen_host}:{self.listen_port}: "
-                              f"{error.strerror}") from None
+                              f"{reason}") from None
         if self.listen_port == 0:
             self.listen_port = server.sockets[0].getsockname()[1]
             if self.advertised_port == 0:
