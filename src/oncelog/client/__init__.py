@@ -11,6 +11,9 @@
   ``kafka-transactions.sh``): list, describe, find hanging ones, abort.
 - ``metadata`` — the cluster's metadata with what confluent-kafka's leaves out (leader
   epochs, offline replicas, the controller).
+- ``bootstrap`` — ``check_bootstrap``: a bootstrap address parsed and probed (resolves,
+  connects, answers ApiVersions) before a command builds a client, so an unreachable one
+  is one sentence within seconds, not a librdkafka timeout.
 
 The same guarantee names exist on both sides, so import the module and pick from it::
 

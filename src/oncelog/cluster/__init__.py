@@ -4,6 +4,9 @@
 - ``local`` — ``LocalCluster``: ZooKeeper and N broker processes, each with its own data
   directory (``oncelog cluster start``, the cluster tests, ``oncelog verify --brokers``,
   the benchmarks), with kill/pause/resume/restart of one broker for fault injection.
+- ``control`` — ``cluster.json`` and the request files that ``oncelog cluster start``
+  leaves in its data directory, so ``cluster restart-broker N`` and a second ``cluster
+  start`` on the folder can find and talk to the running cluster.
 - ``acks_table`` — ``oncelog cluster acks-table``: what each producer and broker setting
   keeps when leaders die, measured on a 3-broker cluster.
 """
