@@ -6,6 +6,8 @@ Each test has a chroot of its own (``zookeeper_connect``); sessions are 1 s so e
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import logging
 import os
@@ -17,9 +19,9 @@ import pytest
 from oncelog.cluster import zookeeper_process
 from oncelog.cluster.zookeeper_process import (ZooKeeperNotInstalled, ZooKeeperProcess,
                                                ZooKeeperStartError, free_port)
-from oncelog.controller.store import (BrokerRegistration, MetadataChange, NodeIdInUse,
-                                      PartitionState, StoreUnavailable, TopicExists,
-                                      TopicRecord, new_topic_id)
+from oncelog.controller.store import (BrokerRegistration, MetadataChange, MetadataEvent,
+                                      NodeIdInUse, PartitionState, StoreUnavailable,
+                                      TopicExists, TopicRecord, new_topic_id)
 from oncelog.controller.zookeeper_store import ZooKeeperMetadataStore, split_connect
 from tests.zookeeper_server import expire_session, raw_client, wait_for
 
@@ -42,8 +44,20 @@ def store_factory(zookeeper_connect):
         store.close()
 
 
-def recorder(store: ZooKeeperMetadataStore) -> list[MetadataChange]:
-    changes: list[MetadataChange] = []
+class Recorder(list):
+    """The events a store delivered; ``in`` asks for a kind of change, or an exact event."""
+
+    def __contains__(self, wanted) -> bool:
+        if isinstance(wanted, MetadataChange):
+            return any(event.change is wanted for event in self)
+        return super().__contains__(wanted)
+
+    def kinds(self) -> list[MetadataChange]:
+        return [event.change for event in self]
+
+
+def recorder(store: ZooKeeperMetadataStore) -> Recorder:
+    changes = Recorder()
     store.watch(changes.append)
     return changes
 
@@ -82,21 +96,28 @@ def test_compare_and_set_succeeds_with_the_version_read_and_fails_after_another_
         store_factory):
     first, second = store_factory(), store_factory()
     record, states = topic("orders", [[1, 2, 3]])
-    first.create_topic(record, states)
+    created, created_states = first.create_topic(record, states)
+    czxid = created.created_version
+    assert created_states == [PartitionState(1, 0, (1, 2, 3), version=0, created_version=czxid)]
     changes = recorder(second)
 
     read_by_first = first.partition_state("orders", 0)
-    read_by_second = second.partition_state("orders", 0)
-    assert read_by_first == PartitionState(1, 0, (1, 2, 3), version=0)
+    read_by_second = second.partition_state("orders", 0, watch=True)
+    assert read_by_first == PartitionState(1, 0, (1, 2, 3), version=0, created_version=czxid)
 
     written = second.compare_and_set_partition_state("orders", 0, read_by_second.elect(2, (2, 3)))
-    assert written == PartitionState(2, 1, (2, 3), version=1)
+    assert written == PartitionState(2, 1, (2, 3), version=1, created_version=czxid)
     assert first.compare_and_set_partition_state("orders", 0, read_by_first.with_isr((1,))) is None
     assert first.partition_state("orders", 0) == written  # the loser's write left no trace
+    # the watch the read set fired once, naming the partition
+    changed = MetadataEvent(MetadataChange.PARTITION_STATE, "orders", 0)
+    wait_for(lambda: changed in changes, what="PARTITION_STATE watch")
 
     again = first.compare_and_set_partition_state("orders", 0, written.with_isr((2,)))
-    assert again == PartitionState(2, 1, (2,), version=2)
-    wait_for(lambda: MetadataChange.PARTITION_STATE in changes, what="PARTITION_STATE watch")
+    assert again == PartitionState(2, 1, (2,), version=2, created_version=czxid)
+    assert again.order > written.order > read_by_first.order
+    time.sleep(0.3)
+    assert changes.count(changed) == 1  # one-shot: not set again without a read
 
 
 def test_two_stores_racing_compare_and_set_exactly_one_wins(store_factory):
@@ -190,35 +211,51 @@ def test_one_of_two_racing_brokers_becomes_controller_and_the_other_after_it_lea
 def test_topics_round_trip_with_configs_and_assignment(store_factory):
     store, other = store_factory(), store_factory()
     changes = recorder(other)
+    empty = other.list_topics(watch=True)
     record, states = topic("events", [[1, 2], [2, 3], [3, 1]],
                            {"min.insync.replicas": "2", "cleanup.policy": "compact"})
-    store.create_topic(record, states)
-    assert other.load_topics() == {"events": record}
+    created, _ = store.create_topic(record, states)
+    assert created == dataclasses.replace(record, created_version=created.created_version)
+    assert other.load_topics() == {"events": created}
+    listing = other.list_topics()
+    assert listing.names == {"events"} and listing.version >= created.created_version
+    assert created.created_version > empty.version
     assert [other.partition_state("events", index) for index in range(3)] == [
-        PartitionState(1, 0, (1, 2), 0), PartitionState(2, 0, (2, 3), 0),
-        PartitionState(3, 0, (3, 1), 0)]
+        PartitionState(1, 0, (1, 2), 0, created.created_version),
+        PartitionState(2, 0, (2, 3), 0, created.created_version),
+        PartitionState(3, 0, (3, 1), 0, created.created_version)]
     wait_for(lambda: MetadataChange.TOPICS in changes, timeout_s=5, what="TOPICS watch")
 
     with pytest.raises(TopicExists):
         other.create_topic(*topic("events", [[1]]))
-    assert other.load_topics() == {"events": record}  # the failed creation wrote nothing
+    assert other.load_topics() == {"events": created}  # the failed creation wrote nothing
 
     changes.clear()
-    grown = TopicRecord("events", record.topic_id, 5, record.configs,
-                        record.assignment + [[1, 3], [2, 1]])
-    other.add_partitions(grown, [PartitionState(1, 0, (1, 3)), PartitionState(2, 0, (2, 1))])
+    assert other.read_topic("events", watch=True) == created
+    grown = dataclasses.replace(created, partitions=5,
+                                assignment=record.assignment + [[1, 3], [2, 1]])
+    added = other.add_partitions(grown, [PartitionState(1, 0, (1, 3)),
+                                         PartitionState(2, 0, (2, 1))])
     assert store.load_topics() == {"events": grown}
-    assert store.partition_state("events", 4) == PartitionState(2, 0, (2, 1), 0)
-    wait_for(lambda: MetadataChange.TOPICS in changes, timeout_s=5, what="TOPICS watch (grown)")
+    assert store.partition_state("events", 4) == added[1]
+    assert added[1].created_version > created.created_version
+    wait_for(lambda: MetadataEvent(MetadataChange.TOPIC, "events") in changes, timeout_s=5,
+             what="TOPIC watch (grown)")
 
     changes.clear()
+    other.list_topics(watch=True)
     store.delete_topic("events")
     store.delete_topic("events")  # already gone: no error
     assert other.load_topics() == {}
     assert other.partition_state("events", 0) is None
     wait_for(lambda: MetadataChange.TOPICS in changes, timeout_s=5, what="TOPICS watch (deleted)")
+    after_delete = other.list_topics()
+    assert after_delete.names == set() and after_delete.version > created.created_version
+    with pytest.raises(KeyError):  # the incarnation named is gone
+        other.add_partitions(grown, [PartitionState(1, 0, (1, 3))])
 
-    store.create_topic(*topic("events", [[2]]))  # a deleted topic's name is free again
+    again, _ = store.create_topic(*topic("events", [[2]]))  # the name is free again
+    assert again.created_version > after_delete.version
     assert other.load_topics()["events"].assignment == [[2]]
     assert other.load_topics()["events"].configs == {}
 
@@ -279,7 +316,7 @@ def test_confirm_session_is_true_while_registered_and_false_once_the_session_exp
     assert not store.confirm_session()
     wait_for(lambda: MetadataChange.SESSION_RESTORED in changes, timeout_s=10,
              what="SESSION_RESTORED")
-    assert changes.index(MetadataChange.SESSION_LOST) < changes.index(
+    assert changes.kinds().index(MetadataChange.SESSION_LOST) < changes.kinds().index(
         MetadataChange.SESSION_RESTORED)
     assert not store.confirm_session()  # a new session, but our registration died
 
@@ -373,6 +410,7 @@ def test_zookeeper_restarted_on_its_data_keeps_the_session_and_its_registration(
     is 10 s here: the client retries at least every second, but a restart on a loaded 2-core
     host (a Spark cluster starting beside it) once took a 3 s session past its deadline in CI."""
     with _OwnServer(tmp_path / "zk", "/restart", session_timeout_ms=10_000) as own:
+        changes = recorder(own.store)
         session_id = own.store.session_id
         own.server.kill()
         assert not own.store.confirm_session()
@@ -381,6 +419,9 @@ def test_zookeeper_restarted_on_its_data_keeps_the_session_and_its_registration(
         wait_for(own.store.confirm_session, timeout_s=20, what="the session after a restart")
         assert own.store.session_id == session_id
         assert list(own.store.live_brokers()) == [1]
+        # changes made while disconnected may have been missed: listeners read everything
+        wait_for(lambda: MetadataChange.WATCHES_RESET in changes, what="WATCHES_RESET")
+        assert MetadataChange.SESSION_LOST not in changes
 
 
 def test_a_missing_chroot_is_created(zookeeper):

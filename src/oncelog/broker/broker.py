@@ -32,10 +32,12 @@ from typing import TYPE_CHECKING
 
 from ..controller.metadata_store import LocalMetadataStore
 from ..controller.live_brokers import LiveBrokers
-from ..controller.store import BrokerRegistration, MetadataStore, NodeIdInUse, StoreUnavailable
+from ..controller.store import (BrokerRegistration, MetadataStore, NodeIdInUse, StoreCalls,
+                                StoreUnavailable)
 from ..controller.producer_ids import ProducerIdManager
 from ..coordinator.group import GroupConfig, GroupCoordinator
 from ..coordinator.group.offsets_topic import OffsetsTopic
+from ..coordinator.leadership import CoordinatorLeadership
 from ..coordinator.transaction.coordinator import TransactionCoordinator
 from ..coordinator.transaction.markers import TransactionMarkers
 from ..coordinator.transaction.state_topic import TransactionStateTopic
@@ -80,26 +82,27 @@ class Broker:
         else:
             self.store = LocalMetadataStore(self.data_dir, self.node_id)
             self.lease = None
+        # every store call of the running broker: on threads of their own, awaited
+        self.store_calls = StoreCalls()
         self.partitions = PartitionManager(config, self.store, clock, self.node_id,
-                                           lease=self.lease)
+                                           lease=self.lease, calls=self.store_calls)
         self.partitions.live_broker_ids = lambda: sorted(self.live_brokers) or [self.node_id]
         self.flusher = Flusher()
         self.write_waiter: WriteWaiter | None = None  # the event loop's, made by run()
         self.partitions.flusher = self.flusher
-        self.producer_ids = ProducerIdManager(self.store)
+        self.producer_ids = ProducerIdManager(self.store, self.store_calls)
         self.offsets_topic = OffsetsTopic(self.partitions, clock)
         self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(config),
                                                   self.offsets_topic, clock)
         self.transaction_state_topic = TransactionStateTopic(self.partitions, clock)
         self.transaction_markers = TransactionMarkers(self)
         self.transaction_coordinator = TransactionCoordinator(
-            config, self.transaction_state_topic, self.producer_ids.allocate,
+            config, self.transaction_state_topic, self.producer_ids,
             self.transaction_markers, clock)
         self.connections: set[Connection] = set()
         self.cluster_id = ""
         # this broker's view of the cluster: live brokers and the controller
         self.brokers = LiveBrokers()
-        self.controller_id = -1
         self.membership: ClusterMembership | None = None  # in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
@@ -107,6 +110,13 @@ class Broker:
     @property
     def live_brokers(self) -> dict[int, BrokerRegistration]:
         return self.brokers.live
+
+    @property
+    def controller_id(self) -> int:
+        return self.brokers.controller_id
+
+    def registration(self) -> BrokerRegistration:
+        return BrokerRegistration(self.node_id, self.advertised_host, self.advertised_port)
 
     def _lease_duration_s(self) -> float:
         # A safety margin below the session timeout: ZooKeeper cannot expire our session,
@@ -143,7 +153,7 @@ class Broker:
         else:
             self.cluster_id = self.store.cluster_id(self.config["cluster.id"])
             self.partitions.load()
-            self.offsets_topic.create_if_missing(self.config)
+            await self.offsets_topic.create_if_missing(self.config)
             self.group_coordinator.load()
             if self.transaction_state_topic.partition_count:  # created by a first producer
                 self.transaction_coordinator.load()
@@ -169,16 +179,17 @@ class Broker:
             if self.advertised_port == 0:
                 self.advertised_port = self.listen_port
         if self.cluster_mode:
+            assert self.membership is not None  # made by _join_cluster in cluster mode
             try:
-                snapshot = await asyncio.to_thread(self._register_in_cluster)
+                self.membership.watch()
+                await asyncio.to_thread(self._register_in_cluster)
+                await self.membership.sync.read_everything()
             except (ConfigError, StoreUnavailable) as error:
                 server.close()
                 self.write_waiter.close()
                 self.partitions.close()
                 await asyncio.to_thread(self.store.close)
                 raise ConfigError(str(error)) from None
-            assert self.membership is not None  # made by _join_cluster in cluster mode
-            self.membership.apply_snapshot(snapshot)
             await server.start_serving()
         else:
             self._register()
@@ -212,6 +223,7 @@ class Broker:
             self.partitions.close()
             if self.cluster_mode:
                 await asyncio.to_thread(self.store.close)
+            self.store_calls.close()
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
             log.info("broker %d stopped cleanly", self.node_id)
@@ -227,11 +239,17 @@ class Broker:
                                                       self.config["cluster.id"])
         except StoreUnavailable as error:
             raise ConfigError(str(error)) from None
-        self.membership = ClusterMembership(self, self.store)
+        assert self.lease is not None  # a broker in a cluster holds a leadership lease
+        leadership = CoordinatorLeadership(self.node_id, self.partitions,
+                                           self.group_coordinator, self.transaction_coordinator)
+        self.membership = ClusterMembership(
+            self.config, self.store, self.store_calls, self.partitions, self.lease,
+            self.brokers, self.registration, on_applied=leadership.follow)
 
-    def _register_in_cluster(self):
-        """Register (after listening, so the advertised port is known) and read the
-        cluster's state, in a thread; the caller applies it on the event loop."""
+    def _register_in_cluster(self) -> None:
+        """Register (after listening, so the advertised port is known), in a thread; the
+        caller then reads the cluster's state."""
+        assert self.membership is not None
         session_s = self.config["zookeeper.session.timeout.ms"] / 1000
         deadline = time.monotonic() + session_s + 2
         while True:
@@ -252,16 +270,15 @@ class Broker:
                 where = f" at {other.host}:{other.port}" if other else ""
                 raise ConfigError(f"node.id {self.node_id} is already registered by a live "
                                   f"broker{where}; give each broker its own node.id") from None
-        return self.membership.read_snapshot()
 
     def _register(self) -> None:
         registration = self.store.register_broker(BrokerRegistration(
             self.node_id, self.advertised_host, self.advertised_port))
         self.brokers.update(self.store.live_brokers() or {self.node_id: registration})
         if self.store.try_become_controller(self.node_id):
-            self.controller_id = self.node_id
+            self.brokers.controller_id = self.node_id
         else:
-            self.controller_id = self.store.controller_id()
+            self.brokers.controller_id = self.store.controller_id()
 
     async def _maintain_logs(self) -> None:
         interval = self.config["log.retention.check.interval.ms"] / 1000

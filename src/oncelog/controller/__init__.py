@@ -2,7 +2,9 @@
 
 ``store.MetadataStore`` is the interface: brokers, the controller, topics with their replica
 assignment, per-partition state ``{leader, leader_epoch, isr}`` changed only by
-compare-and-set, producer-id blocks. ``LocalMetadataStore`` (``metadata_store``) keeps it in
+compare-and-set, producer-id blocks; every record carries the store's versions, so a broker
+applies metadata only forward. ``StoreCalls`` runs its blocking calls on threads of their own,
+awaited by the event loop. ``LocalMetadataStore`` (``metadata_store``) keeps it in
 one JSON file in the data directory (the single-broker default, no extra process);
 ``ZooKeeperMetadataStore`` (``zookeeper_store``) keeps it in ZooKeeper for a cluster.
 
@@ -10,14 +12,18 @@ one JSON file in the data directory (the single-broker default, no extra process
   after the pure rules of ``elections`` (clean and unclean, controlled shutdown).
 - ``membership`` — ``ClusterMembership``: what a broker does in cluster mode besides serving
   requests (metadata sync, ISR changes, the leadership lease, the controller role, controlled
-  shutdown); ``live_brokers`` — which brokers are live and which ones Metadata lists.
+  shutdown); ``metadata_sync`` — the broker's view kept up to date one reported change at a
+  time, only forward; ``live_brokers`` — which brokers are live, the controller, and which
+  brokers Metadata lists.
 - ``producer_ids`` — producer ids unique across restarts and brokers, in reserved blocks.
 """
 
 from .metadata_store import LocalMetadataStore
-from .store import (NO_LEADER, BrokerRegistration, MetadataChange, MetadataStore, NodeIdInUse,
-                    PartitionState, StoreUnavailable, TopicExists, TopicRecord, new_topic_id)
+from .store import (NO_LEADER, BrokerRegistration, MetadataChange, MetadataEvent,
+                    MetadataStore, NodeIdInUse, PartitionState, StoreCalls, StoreTimedOut,
+                    StoreUnavailable, TopicExists, TopicListing, TopicRecord, new_topic_id)
 
 __all__ = ["LocalMetadataStore", "MetadataStore", "TopicRecord", "PartitionState",
-           "BrokerRegistration", "MetadataChange", "NodeIdInUse", "StoreUnavailable",
-           "TopicExists", "NO_LEADER", "new_topic_id"]
+           "BrokerRegistration", "MetadataChange", "MetadataEvent", "NodeIdInUse",
+           "StoreCalls", "StoreTimedOut", "StoreUnavailable", "TopicExists", "TopicListing",
+           "NO_LEADER", "new_topic_id"]

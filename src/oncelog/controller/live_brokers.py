@@ -1,4 +1,5 @@
-"""This broker's view of which brokers are live, and which ones Metadata lists.
+"""This broker's view of which brokers are live, which one is the controller, and which
+brokers Metadata lists.
 
 Live brokers are the registrations the metadata store holds (ZooKeeper's ephemeral nodes).
 Partition leaders, ISRs and offline replicas are always judged against them. The brokers a
@@ -31,6 +32,7 @@ class LiveBrokers:
         self._monotonic = monotonic
         self.departed_listed_s = departed_listed_s
         self.live: dict[int, BrokerRegistration] = {}
+        self.controller_id = -1  # -1: none that we know of
         self._departed: dict[int, tuple[BrokerRegistration, float]] = {}
 
     def update(self, live: dict[int, BrokerRegistration]) -> None:

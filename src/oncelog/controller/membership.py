@@ -2,12 +2,11 @@
 
 ``ClusterMembership.run()`` owns, in one TaskGroup:
 
-- **the metadata sync**: the store's watches mark the view dirty; the sync re-reads topics,
-  partition states, live brokers and the controller (in a thread) and applies them on the
-  event loop (``PartitionManager.sync``): local replicas become leaders or followers, new
-  topics are opened, deleted ones dropped. Then follower fetchers are started or stopped
-  (one per leader broker), and the group coordinator loads the ``__consumer_offsets``
-  partitions this broker now leads and unloads the ones it lost;
+- **the metadata sync** (``metadata_sync``): each change the store reports is read (in a
+  thread) and applied on the event loop, only forward: local replicas become leaders or
+  followers, new topics are opened, deleted ones dropped. Then follower fetchers are started
+  or stopped (one per leader broker), and ``on_applied`` (the broker's: the coordinators load
+  the partitions of their topics this broker now leads and unload the ones it lost) runs;
 - **ISR changes**: a leader's proposals (a follower caught up; followers lagging for
   ``replica.lag.time.max.ms``, checked on a timer) are written by compare-and-set; the
   partition stays ``Pending*`` until the answer, and a lost race re-reads the state;
@@ -20,8 +19,11 @@
   closes): fetchers stop, leadership moves to other in-sync replicas, and the broker waits
   briefly until its local replicas know it (so clients are redirected at once).
 
-Store calls block, so they run in threads; everything that changes broker state runs on the
-event loop, in plain methods (no ``await`` half-way through a change).
+Store calls block, so they run on ``StoreCalls``' threads; everything that changes broker
+state runs on the event loop, in plain methods (no ``await`` half-way through a change). The
+membership is given what it uses - the config, the store and its calls, the partition
+manager, the lease, the live-broker view it keeps, this broker's registration - not the
+broker.
 """
 
 from __future__ import annotations
@@ -32,42 +34,44 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..partition import Partition
+from ..partition import LeadershipLease, Partition, PartitionManager
 from ..replication.fetcher import ReplicaFetcher
 from .controller import Controller
-from .store import (BrokerRegistration, MetadataChange, MetadataStore, NodeIdInUse,
-                    PartitionState, StoreUnavailable, TopicRecord)
+from .live_brokers import LiveBrokers
+from .metadata_sync import MetadataSync, Work
+from .store import (BrokerRegistration, MetadataChange, MetadataEvent, MetadataStore,
+                    PartitionState, StoreCalls, StoreUnavailable, TopicRecord)
 
 if TYPE_CHECKING:
-    from ..broker.broker import Broker
+    from ..broker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 CONTROLLER_PASS_INTERVAL_S = 5.0
 HIGH_WATERMARK_CHECKPOINT_INTERVAL_S = 5.0
 # How late the ISR check may wake before this broker counts it as having been stopped
 # (a busy event loop is late by milliseconds; SIGSTOP or a swapped-out process by seconds).
 STALL_TOLERANCE_S = 0.2
 
-# What read_snapshot read: topics, their partitions' states, live brokers, the controller
-Snapshot = tuple[dict[str, TopicRecord], dict[str, list[PartitionState | None]],
-                 dict[int, BrokerRegistration], int]
-
-
 class ClusterMembership:
-    def __init__(self, broker: Broker, store: MetadataStore) -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, store: MetadataStore, calls: StoreCalls,
+                 partitions: PartitionManager, lease: LeadershipLease, brokers: LiveBrokers,
+                 registration: Callable[[], BrokerRegistration],
+                 on_applied: Callable[[], None] = lambda: None) -> None:
+        self.config = config
         self.store = store
-        self.config = broker.config
-        self.node_id = broker.node_id
-        self.partitions = broker.partitions
-        assert broker.lease is not None, "a broker in a cluster holds a leadership lease"
-        self.lease = broker.lease
+        self.calls = calls
+        self.node_id: int = config["node.id"]
+        self.partitions = partitions
+        self.lease = lease
+        self.brokers = brokers
+        # this broker's registration (its advertised port is known once it listens)
+        self.registration = registration
+        self.on_applied = on_applied
         self.controller = Controller(store, self.node_id, self._unclean_for)
+        self.sync = MetadataSync(store, calls, partitions, brokers, self._applied,
+                                 before_everything=self._register_if_lost)
         self.fetchers: dict[int, tuple[ReplicaFetcher, asyncio.Task[None]]] = {}
-        self._metadata_dirty = asyncio.Event()
         self._controller_dirty = asyncio.Event()
         self._session_lost = False
         self._tasks: asyncio.TaskGroup | None = None
@@ -78,33 +82,33 @@ class ClusterMembership:
 
     def register(self) -> None:
         """Blocking: register this broker (NodeIdInUse if another live broker has our id)."""
-        self.store.register_broker(BrokerRegistration(
-            self.node_id, self.broker.advertised_host, self.broker.advertised_port))
+        self.store.register_broker(self.registration())
         self.lease.renew(time.monotonic())
 
-    def apply_snapshot(self, snapshot: Snapshot) -> None:
-        """On the event loop: take a view read by ``read_snapshot`` (in a thread)."""
-        self._apply(*snapshot)
+    def watch(self) -> None:
+        """Have the store's notifications recorded by the sync (from now on: call before
+        the first read, so no change falls between the read and the watch)."""
+        loop = asyncio.get_running_loop()
+
+        def on_event(event: MetadataEvent) -> None:  # called on the store's thread
+            loop.call_soon_threadsafe(self._on_event, event)
+        self.store.watch(on_event)
 
     # -- running ---------------------------------------------------------------------------
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-
-        def on_change(change: MetadataChange) -> None:  # called on the store's thread
-            loop.call_soon_threadsafe(self._on_change, change)
-        self.store.watch(on_change)
         async with asyncio.TaskGroup() as tasks:
             self._tasks = tasks
-            tasks.create_task(self._sync_loop())
+            tasks.create_task(self.sync.run())
             tasks.create_task(self._controller_loop())
             tasks.create_task(self._isr_shrink_loop())
             tasks.create_task(self._lease_loop())
             tasks.create_task(self._checkpoint_loop())
-            self._metadata_dirty.set()
             self._controller_dirty.set()
+            self._reconcile_fetchers()
 
-    def _on_change(self, change: MetadataChange) -> None:
+    def _on_event(self, event: MetadataEvent) -> None:
+        change = event.change
         if change is MetadataChange.SESSION_LOST:
             log.warning("broker %d: ZooKeeper session lost; acting as leader of nothing until "
                         "it is back", self.node_id)
@@ -112,61 +116,37 @@ class ClusterMembership:
             self.lease.revoke()
         elif change is MetadataChange.SESSION_RESTORED:
             log.info("broker %d: ZooKeeper session restored; registering again", self.node_id)
-        self._metadata_dirty.set()
+        self.sync.on_event(event)
         if change in (MetadataChange.BROKERS, MetadataChange.CONTROLLER,
                       MetadataChange.SESSION_RESTORED, MetadataChange.TOPICS):
             self._controller_dirty.set()
 
-    async def _sync_loop(self) -> None:
-        while True:
-            await self._metadata_dirty.wait()
-            self._metadata_dirty.clear()
-            try:
-                if self._session_lost:
-                    await asyncio.to_thread(self._register_again)
-                snapshot = await asyncio.to_thread(self.read_snapshot)
-            except (StoreUnavailable, NodeIdInUse) as error:
-                log.warning("broker %d: cannot read the cluster's metadata: %s; retrying",
-                            self.node_id, error)
-                await asyncio.sleep(1)
-                self._metadata_dirty.set()
-                continue
-            self._apply(*snapshot)
+    def _register_if_lost(self) -> None:
+        """In the sync's thread, before it reads everything again: after a lost session our
+        registration is gone; make it again first."""
+        if self._session_lost:
+            self.register()
+            self._session_lost = False
 
-    def _register_again(self) -> None:
-        self.register()
-        self._session_lost = False
-
-    def read_snapshot(self) -> Snapshot:
-        topics = self.store.load_topics()
-        states = {name: self.store.partition_states(name, record.partitions)
-                  for name, record in topics.items()}
-        return topics, states, self.store.live_brokers(), self.store.controller_id()
-
-    def _apply(self, topics: dict[str, TopicRecord],
-               states: dict[str, list[PartitionState | None]],
-               live_brokers: dict[int, BrokerRegistration], controller_id: int) -> None:
-        self.broker.brokers.update(live_brokers)
-        self.broker.controller_id = controller_id
-        changed = self.partitions.sync(topics, states)
-        self._reconcile_fetchers(changed)
-        self._reconcile_group_coordinator()
+    def _applied(self, changed: list[Partition]) -> None:
+        self._reconcile_fetchers()
+        self.on_applied()
 
     # -- follower fetchers -----------------------------------------------------------------
 
-    def _reconcile_fetchers(self, changed: list[Partition]) -> None:
+    def _reconcile_fetchers(self) -> None:
         if self._stopping or self._tasks is None:
             return
         leaders = {p.leader_id for p in self.partitions.all_partitions()
                    if not p.is_leader and p.leader_id >= 0}
         for leader_id, (fetcher, task) in list(self.fetchers.items()):
-            registration = self.broker.live_brokers.get(leader_id)
+            registration = self.brokers.live.get(leader_id)
             if (leader_id not in leaders or registration is None
                     or fetcher.address != (registration.host, registration.port)):
                 task.cancel()
                 del self.fetchers[leader_id]
         for leader_id in leaders:
-            registration = self.broker.live_brokers.get(leader_id)
+            registration = self.brokers.live.get(leader_id)
             if leader_id in self.fetchers or registration is None:
                 continue
             fetcher = ReplicaFetcher(self.node_id, leader_id, registration.host,
@@ -181,37 +161,6 @@ class ClusterMembership:
             task.cancel()
         self.fetchers.clear()
 
-    # -- the group coordinator follows __consumer_offsets leadership -------------------------
-
-    def _reconcile_group_coordinator(self) -> None:
-        coordinator = self.broker.group_coordinator
-        topic = self.partitions.topics.get(OFFSETS_TOPIC)
-        if topic is not None and not coordinator.manager.partition_count:
-            coordinator.manager.partition_count = topic.partition_count
-        self._follow_leadership(OFFSETS_TOPIC, "group", coordinator.manager.owned_partitions,
-                                coordinator.load_partition, coordinator.unload_partition)
-        transactions = self.broker.transaction_coordinator
-        self._follow_leadership(TRANSACTION_STATE_TOPIC, "transaction",
-                                transactions.owned_partitions, transactions.load_partition,
-                                transactions.unload_partition)
-
-    def _follow_leadership(self, name: str, kind: str, owned: set[int],
-                           load: Callable[[int], None], unload: Callable[[int], None]) -> None:
-        """A coordinator loads the partitions of its topic this broker leads, and unloads
-        the ones it stopped leading."""
-        topic = self.partitions.topics.get(name)
-        if topic is None:
-            return
-        for index, partition in topic.local.items():
-            if partition.is_leader and index not in owned:
-                load(index)
-                log.info("broker %d: now %s coordinator for %s-%d", self.node_id, kind, name,
-                         index)
-            elif not partition.is_leader and index in owned:
-                unload(index)
-                log.info("broker %d: no longer %s coordinator for %s-%d", self.node_id, kind,
-                         name, index)
-
     # -- ISR changes -----------------------------------------------------------------------
 
     def _on_isr_proposal(self, partition: Partition, proposed: PartitionState) -> None:
@@ -220,14 +169,14 @@ class ClusterMembership:
 
     async def _write_isr(self, partition: Partition, proposed: PartitionState) -> None:
         try:
-            stored = await asyncio.to_thread(self.store.compare_and_set_partition_state,
-                                             partition.topic, partition.index, proposed)
+            stored = await self.calls(self.store.compare_and_set_partition_state,
+                                      partition.topic, partition.index, proposed)
         except StoreUnavailable as error:
             log.warning("%s: ISR change not written: %s", partition, error)
             stored = None
         partition.complete_isr_change(stored)
-        if stored is None:
-            self._metadata_dirty.set()  # someone wrote first: take their state
+        if stored is None:  # someone wrote first: take their state
+            self.sync.request(Work(states={(partition.topic, partition.index)}))
         else:
             self.partitions.apply_partition_state(partition.topic, partition.index, stored)
             log.info("%s: ISR is now %s", partition, list(stored.isr))
@@ -256,14 +205,23 @@ class ClusterMembership:
     async def _checkpoint_loop(self) -> None:
         """Every replica's HW on disk every few seconds (Kafka's
         ``replica.high.watermark.checkpoint.interval.ms``, 5 s): after kill -9 a broker
-        restarts near the HW it had, not at its log start."""
+        restarts near the HW it had, not at its log start. Only HWs that moved are written,
+        in a thread: at 2,000 partitions, writing them all on the event loop stalled every
+        client of the broker for a good part of a second."""
+        written: dict[tuple[str, int], tuple[Partition, int]] = {}
         while True:
             await asyncio.sleep(HIGH_WATERMARK_CHECKPOINT_INTERVAL_S)
+            due = []
             for partition in list(self.partitions.all_partitions()):
-                try:
-                    partition.checkpoint_high_watermark()
-                except OSError as error:
-                    log.error("%s: cannot checkpoint the high watermark: %s", partition, error)
+                key = (partition.topic, partition.index)
+                last = written.get(key)
+                if partition.is_replicated and (last is None or last[0] is not partition
+                                                or last[1] != partition.high_watermark):
+                    due.append((partition, partition.high_watermark))
+            done = await asyncio.to_thread(_write_checkpoints, due)
+            current = {(p.topic, p.index) for p in self.partitions.all_partitions()}
+            written = {key: value for key, value in written.items() if key in current}
+            written.update(((p.topic, p.index), (p, hw)) for p, hw in done)
 
     # -- the lease -------------------------------------------------------------------------
 
@@ -272,14 +230,13 @@ class ClusterMembership:
         while True:
             asked_at = time.monotonic()
             try:
-                confirmed = await asyncio.wait_for(
-                    asyncio.to_thread(self.store.confirm_session), interval_s * 2)
-            except (TimeoutError, StoreUnavailable):
+                confirmed = await self.calls.within(interval_s * 2, self.store.confirm_session)
+            except StoreUnavailable:
                 confirmed = False
             if confirmed:
                 self.lease.renew(asked_at)
-            elif not self._session_lost:
-                self._metadata_dirty.set()
+            elif not self._session_lost:  # who is live and in control, as far as we can tell
+                self.sync.request(Work(brokers=True, controller=True))
             await asyncio.sleep(interval_s)
 
     # -- the controller role ---------------------------------------------------------------
@@ -294,11 +251,11 @@ class ClusterMembership:
             if self._stopping:
                 continue
             try:
-                if await asyncio.to_thread(self.store.try_become_controller, self.node_id):
-                    if self.broker.controller_id != self.node_id:
+                if await self.calls(self.store.try_become_controller, self.node_id):
+                    if self.brokers.controller_id != self.node_id:
                         log.info("broker %d is the controller", self.node_id)
-                        self.broker.controller_id = self.node_id
-                    await asyncio.to_thread(self.controller.elect_all)
+                        self.brokers.controller_id = self.node_id
+                    await self.calls(self.controller.elect_all)
             except StoreUnavailable as error:
                 log.warning("broker %d: controller pass failed: %s", self.node_id, error)
 
@@ -314,19 +271,32 @@ class ClusterMembership:
         self._stopping = True
         self.stop_fetchers()
         try:
-            moved = await asyncio.wait_for(
-                asyncio.to_thread(self.controller.move_leadership_away), timeout_s)
-        except (TimeoutError, StoreUnavailable) as error:
+            moved = await self.calls.within(timeout_s, self.controller.move_leadership_away)
+        except StoreUnavailable as error:
             log.warning("broker %d: controlled shutdown could not move leadership: %s",
                         self.node_id, error or "timed out")
             return
         log.info("broker %d: controlled shutdown moved %d partition states", self.node_id,
                  moved)
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            snapshot = await asyncio.to_thread(self.read_snapshot)
-            self._apply(*snapshot)
+        while time.monotonic() < deadline:  # the sync applies the moves as they are read
             if not any(p.is_leader and len(p.isr) > 1
                        for p in self.partitions.all_partitions()):
                 return
             await asyncio.sleep(0.05)
+
+
+def _write_checkpoints(due: list[tuple[Partition, int]]) -> list[tuple[Partition, int]]:
+    """In a thread: write each HW; returns those written (a partition deleted meanwhile is
+    skipped quietly, another failure logged and tried again next time)."""
+    done = []
+    for partition, high_watermark in due:
+        try:
+            partition.write_high_watermark_checkpoint(high_watermark)
+        except FileNotFoundError:
+            continue  # its topic was deleted
+        except OSError as error:
+            log.error("%s: cannot checkpoint the high watermark: %s", partition, error)
+            continue
+        done.append((partition, high_watermark))
+    return done

@@ -8,7 +8,8 @@ compare-and-set contract is the same one the ZooKeeper store keeps.
 Invariant: the file on disk is always a complete document. Writes go to a temporary file that
 is fsynced and renamed over the old one, so a crash leaves either the old or the new state.
 Document versions: 1 (topics only) is read and upgraded; 2 adds each topic's assignment and
-the partition states.
+the partition states, and ``last_version``: the store's version counter, bumped by every
+change (the topics' ``created_version`` and the listing's version come from it).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..storage import files
-from .store import (BrokerRegistration, MetadataChange, MetadataStore, NodeIdInUse,
-                    PartitionState, TopicExists, TopicRecord, new_cluster_id, new_topic_id)
+from .store import (BrokerRegistration, MetadataEvent, MetadataStore, NodeIdInUse,
+                    PartitionState, TopicExists, TopicListing, TopicRecord, new_cluster_id,
+                    new_topic_id)
 
 __all__ = ["LocalMetadataStore", "TopicRecord", "new_topic_id"]
 
@@ -36,6 +38,7 @@ class LocalMetadataStore(MetadataStore):
         data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._broker: BrokerRegistration | None = None
+        self._version = 0
         self._topics, self._states = self._read()
 
     # -- identity and brokers ------------------------------------------------------------
@@ -72,46 +75,70 @@ class LocalMetadataStore(MetadataStore):
 
     # -- topics --------------------------------------------------------------------------
 
-    def load_topics(self) -> dict[str, TopicRecord]:
+    def list_topics(self, watch: bool = False) -> TopicListing:
         with self._lock:
-            return {name: replace(record, configs=dict(record.configs),
-                                  assignment=[list(r) for r in record.assignment])
-                    for name, record in self._topics.items()}
+            return TopicListing(frozenset(self._topics), self._version)
 
-    def create_topic(self, record: TopicRecord, states: list[PartitionState]) -> None:
+    def read_topic(self, name: str, watch: bool = False) -> TopicRecord | None:
+        with self._lock:
+            record = self._topics.get(name)
+            return None if record is None else self._copy(record)
+
+    @staticmethod
+    def _copy(record: TopicRecord) -> TopicRecord:
+        return replace(record, configs=dict(record.configs),
+                       assignment=[list(r) for r in record.assignment])
+
+    def create_topic(self, record: TopicRecord, states: list[PartitionState]
+                     ) -> tuple[TopicRecord, list[PartitionState]]:
         with self._lock:
             if record.name in self._topics:
                 raise TopicExists(record.name)
+            self._version += 1
+            record = replace(self._copy(record), created_version=self._version)
             self._topics[record.name] = record
-            self._states[record.name] = [replace(s, version=0) for s in states]
+            stored = [replace(s, version=0, created_version=self._version) for s in states]
+            self._states[record.name] = stored
             self._save()
+            return self._copy(record), list(stored)
 
-    def add_partitions(self, record: TopicRecord, new_states: list[PartitionState]) -> None:
+    def add_partitions(self, record: TopicRecord, new_states: list[PartitionState]
+                       ) -> list[PartitionState]:
         with self._lock:
-            self._topics[record.name] = record
-            self._states[record.name] = (self._states.get(record.name, [])
-                                         + [replace(s, version=0) for s in new_states])
+            current = self._topics.get(record.name)
+            if current is None or current.created_version != record.created_version:
+                raise KeyError(f"topic {record.name!r} does not exist")
+            self._version += 1
+            self._topics[record.name] = self._copy(record)
+            stored = [replace(s, version=0, created_version=self._version) for s in new_states]
+            self._states[record.name] = self._states.get(record.name, []) + stored
             self._save()
+            return stored
 
     def delete_topic(self, name: str) -> None:
         with self._lock:
-            self._topics.pop(name, None)
+            if self._topics.pop(name, None) is not None:
+                self._version += 1
             self._states.pop(name, None)
             self._save()
 
     # -- partition state -----------------------------------------------------------------
 
-    def partition_state(self, topic: str, index: int) -> PartitionState | None:
-        states = self._states.get(topic, [])
-        return states[index] if index < len(states) else None
+    def partition_state(self, topic: str, index: int, watch: bool = False
+                        ) -> PartitionState | None:
+        with self._lock:
+            states = self._states.get(topic, [])
+            return states[index] if index < len(states) else None
 
     def compare_and_set_partition_state(self, topic: str, index: int,
                                         state: PartitionState) -> PartitionState | None:
         with self._lock:
-            current = self.partition_state(topic, index)
+            states = self._states.get(topic, [])
+            current = states[index] if index < len(states) else None
             if current is None or current.version != state.version:
                 return None
-            stored = replace(state, version=current.version + 1)
+            stored = replace(state, version=current.version + 1,
+                             created_version=current.created_version)
             self._states[topic][index] = stored
             self._save()
             return stored
@@ -129,7 +156,7 @@ class LocalMetadataStore(MetadataStore):
 
     # -- watching and closing ------------------------------------------------------------
 
-    def watch(self, listener: Callable[[MetadataChange], None]) -> None:
+    def watch(self, listener: Callable[[MetadataEvent], None]) -> None:
         """Nothing changes here but through this broker, which knows what it changed."""
 
     def close(self) -> None:
@@ -142,29 +169,36 @@ class LocalMetadataStore(MetadataStore):
         if not self.path.exists():
             return {}, {}
         document = json.loads(self.path.read_text())
+        self._version = int(document.get("last_version", 0))
         topics, states = {}, {}
         for entry in document.get("topics", []):
             record = TopicRecord(**entry)
             # A single broker hosts every replica, whatever node id it had before.
             record.assignment = [[self.node_id] for _ in range(record.partitions)]
+            record.created_version = max(record.created_version, 0)
             topics[record.name] = record
         for name, entries in document.get("partition_states", {}).items():
+            created = topics[name].created_version if name in topics else 0
             states[name] = [PartitionState(leader=self.node_id, leader_epoch=e["leader_epoch"],
-                                           isr=(self.node_id,), version=e["version"])
+                                           isr=(self.node_id,), version=e["version"],
+                                           created_version=e.get("created_version", created))
                             for e in entries]
         for name, record in topics.items():  # version 1 documents had no states
             known = states.setdefault(name, [])
-            known.extend(PartitionState(self.node_id, 0, (self.node_id,), version=0)
+            known.extend(PartitionState(self.node_id, 0, (self.node_id,), version=0,
+                                        created_version=record.created_version)
                          for _ in range(len(known), record.partitions))
         return topics, states
 
     def _save(self) -> None:
         document = {
             "version": 2,
+            "last_version": self._version,
             "topics": [asdict(t) for t in self._topics.values()],
             "partition_states": {
                 name: [{"leader": s.leader, "leader_epoch": s.leader_epoch, "isr": list(s.isr),
-                        "version": s.version} for s in states]
+                        "version": s.version, "created_version": s.created_version}
+                       for s in states]
                 for name, states in self._states.items()},
         }
         self._write_atomically(self.path, json.dumps(document, indent=1, sort_keys=True))

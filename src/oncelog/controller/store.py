@@ -15,19 +15,33 @@ cluster, after Kafka's ZooKeeper layout). Both hold:
   brokers can never both believe they changed it (Kafka's zkVersion checks);
 - producer-id blocks, handed out atomically so ids are unique cluster-wide.
 
+Versions. Every topic carries the store's version of its creation (``created_version``: the
+topic znode's czxid in ZooKeeper), every partition state the version of its record
+(``created_version``, ``version``: czxid and znode version), and a topic listing the version
+of the last change to the list (the pzxid of ``/brokers/topics``). Versions only grow, so a
+broker can tell an old read from a new one and apply metadata only forward: a topic missing
+from a listing is deleted only if the listing is newer than the topic's creation, and a
+deleted topic's name is never brought back by a read older than its deletion.
+
 Threading: every method may block (a ZooKeeper round trip) and is safe to call from any
-thread; in cluster mode the broker calls them through ``asyncio.to_thread``. Listeners given
-to ``watch`` are called on the store's own thread (kazoo's event thread), never the event
-loop's: the broker hops back with ``loop.call_soon_threadsafe``.
+thread. The broker never calls one on its event loop: ``StoreCalls`` runs them on a thread
+pool of the store's own and the loop awaits the answer, so a slow or frozen ZooKeeper delays
+only what needs it. Listeners given to ``watch`` are called on the store's own thread
+(kazoo's event thread), never the event loop's: the broker hops back with
+``loop.call_soon_threadsafe``.
 """
 
 from __future__ import annotations
 
 import abc
+import asyncio
+import functools
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import NamedTuple, ParamSpec, TypeVar
 
 NO_LEADER = -1
 
@@ -40,6 +54,9 @@ class TopicRecord:
     configs: dict[str, str] = field(default_factory=dict)
     # replicas of each partition, preferred leader first; [[node], ...] on a single broker
     assignment: list[list[int]] = field(default_factory=list)
+    # the store's version of the topic's creation (ZooKeeper: the topic znode's czxid); a
+    # topic deleted and created again under the same name comes back with a larger one
+    created_version: int = -1
 
     def replicas(self, index: int) -> tuple[int, ...]:
         return tuple(self.assignment[index]) if index < len(self.assignment) else ()
@@ -50,11 +67,15 @@ class PartitionState:
     """Kafka's ``LeaderAndIsr``: who leads, in which leader epoch, and who is in sync.
 
     ``version`` is the store's version of this record (the znode version in ZooKeeper): a
-    compare-and-set names the version it read, and fails if anyone wrote since."""
+    compare-and-set names the version it read, and fails if anyone wrote since.
+    ``created_version`` is the version of the record's creation (the state znode's czxid):
+    a partition of a topic deleted and created again starts over at ``version`` 0, so states
+    are ordered by ``(created_version, version)``."""
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     version: int = -1
+    created_version: int = -1
 
     def __post_init__(self) -> None:
         assert self.leader == NO_LEADER or self.leader in self.isr or not self.isr, self
@@ -65,6 +86,11 @@ class PartitionState:
 
     def with_isr(self, isr: tuple[int, ...]) -> PartitionState:
         return replace(self, isr=tuple(isr))
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Newer states compare greater (see the class docstring)."""
+        return self.created_version, self.version
 
     def elect(self, leader: int, isr: tuple[int, ...]) -> PartitionState:
         """The state after an election: a new leader (or none) always bumps the epoch."""
@@ -85,11 +111,31 @@ class MetadataChange(Enum):
     as in ZooKeeper)."""
     BROKERS = "brokers"            # a broker registered or its session ended
     CONTROLLER = "controller"      # the controller changed or went away
-    TOPICS = "topics"              # a topic was created, deleted or grew
-    PARTITION_STATE = "partition"  # some partition's leader, epoch or ISR changed
+    TOPICS = "topics"              # the list of topics changed (one created or deleted)
+    TOPIC = "topic"                # one topic's record changed (it grew): event.topic
+    PARTITION_STATE = "partition"  # one partition's leader, epoch or ISR changed:
+                                   # event.topic, event.partition
     SESSION_LOST = "session_lost"  # our own session ended: our registration and controller
                                    # node are gone; stop acting on what we knew
     SESSION_RESTORED = "session_restored"  # connected again (new session); re-register
+    WATCHES_RESET = "watches_reset"  # connected again: changes may have been missed, and
+                                     # watches set by reads must be set again: read everything
+
+
+@dataclass(frozen=True)
+class MetadataEvent:
+    """One notification: the kind of change and, for TOPIC and PARTITION_STATE, where.
+    Watches are set by reads with ``watch=True`` (one-shot, as in ZooKeeper): a listener
+    that wants the next change of a topic or partition state reads it again with a watch."""
+    change: MetadataChange
+    topic: str | None = None
+    partition: int | None = None
+
+
+class TopicListing(NamedTuple):
+    """The names of every topic, and the store's version of the list's last change."""
+    names: frozenset[str]
+    version: int
 
 
 class NodeIdInUse(Exception):
@@ -102,6 +148,44 @@ class TopicExists(Exception):
 
 class StoreUnavailable(Exception):
     """The store cannot be reached (ZooKeeper down or our session lost); retriable."""
+
+
+class StoreTimedOut(StoreUnavailable):
+    """A store call did not answer within the time its caller could wait."""
+
+
+STORE_THREADS = 16
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+class StoreCalls:
+    """Blocking store calls, run on a thread pool of their own and awaited by the event loop.
+
+    Their own pool, not the loop's default executor: with ZooKeeper frozen, requests that
+    need it (CreateTopics, InitProducerId's id block, ISR changes) each hold a thread for up
+    to a session timeout, and must not starve the threads the broker flushes logs with."""
+
+    def __init__(self, threads: int = STORE_THREADS) -> None:
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="oncelog-store")
+
+    async def __call__(self, function: Callable[_P, _T], *args: _P.args,
+                       **kwargs: _P.kwargs) -> _T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(function, *args,
+                                                                        **kwargs))
+
+    async def within(self, timeout_s: float, function: Callable[_P, _T], *args: _P.args,
+                     **kwargs: _P.kwargs) -> _T:
+        """As a call, but ``StoreTimedOut`` after ``timeout_s`` (the call itself runs on)."""
+        try:
+            return await asyncio.wait_for(self(function, *args, **kwargs), timeout_s)
+        except TimeoutError:
+            raise StoreTimedOut(f"the metadata store did not answer within {timeout_s:g} s"
+                                ) from None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class MetadataStore(abc.ABC):
@@ -147,18 +231,35 @@ class MetadataStore(abc.ABC):
     # -- topics --------------------------------------------------------------------------
 
     @abc.abstractmethod
+    def list_topics(self, watch: bool = False) -> TopicListing:
+        """Every topic's name, with the list's version; ``watch``: TOPICS on its next change."""
+
+    @abc.abstractmethod
+    def read_topic(self, name: str, watch: bool = False) -> TopicRecord | None:
+        """One topic (None when there is none); ``watch``: TOPIC on its next change."""
+
     def load_topics(self) -> dict[str, TopicRecord]:
         """Every topic, by name."""
+        topics = {}
+        for name in sorted(self.list_topics().names):
+            record = self.read_topic(name)
+            if record is not None:  # deleted while we listed
+                topics[name] = record
+        return topics
 
     @abc.abstractmethod
-    def create_topic(self, record: TopicRecord, states: list[PartitionState]) -> None:
-        """Create a topic and the first state of each partition at once.
-        Raises ``TopicExists``."""
+    def create_topic(self, record: TopicRecord, states: list[PartitionState]
+                     ) -> tuple[TopicRecord, list[PartitionState]]:
+        """Create a topic and the first state of each partition at once; returns them as
+        stored (with their versions). Raises ``TopicExists``."""
 
     @abc.abstractmethod
-    def add_partitions(self, record: TopicRecord, new_states: list[PartitionState]) -> None:
+    def add_partitions(self, record: TopicRecord, new_states: list[PartitionState]
+                       ) -> list[PartitionState]:
         """Store a topic's grown ``record`` (more partitions, longer assignment) and the
-        first state of each new partition."""
+        first state of each new partition; returns those states as stored. Raises
+        ``KeyError`` when the topic does not exist (or is another incarnation than
+        ``record``'s)."""
 
     @abc.abstractmethod
     def delete_topic(self, name: str) -> None:
@@ -167,12 +268,22 @@ class MetadataStore(abc.ABC):
     # -- partition state -----------------------------------------------------------------
 
     @abc.abstractmethod
-    def partition_state(self, topic: str, index: int) -> PartitionState | None:
-        """The current state with its ``version``, or None if there is none."""
+    def partition_state(self, topic: str, index: int, watch: bool = False
+                        ) -> PartitionState | None:
+        """The current state with its versions, or None if there is none; ``watch``:
+        PARTITION_STATE on its next change."""
 
-    def partition_states(self, topic: str, count: int) -> list[PartitionState | None]:
+    def partition_states(self, topic: str, count: int, watch: bool = False
+                         ) -> list[PartitionState | None]:
         """The states of partitions 0..count-1 (an implementation may ask for all at once)."""
-        return [self.partition_state(topic, index) for index in range(count)]
+        return [self.partition_state(topic, index, watch) for index in range(count)]
+
+    def states_of(self, partitions: Iterable[tuple[str, int]], watch: bool = False
+                  ) -> dict[tuple[str, int], PartitionState | None]:
+        """The states of any partitions, by (topic, index) (an implementation may ask for
+        all at once)."""
+        return {(topic, index): self.partition_state(topic, index, watch)
+                for topic, index in partitions}
 
     @abc.abstractmethod
     def compare_and_set_partition_state(self, topic: str, index: int,
@@ -190,9 +301,10 @@ class MetadataStore(abc.ABC):
     # -- watching and closing ------------------------------------------------------------
 
     @abc.abstractmethod
-    def watch(self, listener: Callable[[MetadataChange], None]) -> None:
-        """Call ``listener`` (on the store's thread) whenever something of a kind in
-        ``MetadataChange`` changes. Listeners are kept until ``close``."""
+    def watch(self, listener: Callable[[MetadataEvent], None]) -> None:
+        """Call ``listener`` (on the store's thread) with each ``MetadataEvent``: BROKERS,
+        CONTROLLER and the session's changes always; TOPICS, TOPIC and PARTITION_STATE once
+        per read made with ``watch=True``. Listeners are kept until ``close``."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -17,26 +17,30 @@ Everything lives under the chroot of ``zookeeper.connect`` (``127.0.0.1:2181/onc
                                        on the znode version (Kafka's zkVersion checks)
 - ``/latest_producer_id_block``        ``{"version":1,"broker","block_start","block_end"}``
                                        (strings, as Kafka writes them); a CAS loop
-- ``/change_notifications/partition_state`` and ``/change_notifications/topic_partitions``:
-                                       oncelog's own (not Kafka's); see "Watches" below
 
 Invariants: a topic znode, its config and the first state of each partition appear together
 (one multi-op transaction) and disappear together; a partition state changes only if the
 writer names the version it read.
 
-Watches. ZooKeeper watches are one-shot and carry no data, and so do our ``MetadataChange``
+Versions: a topic's ``created_version`` is its znode's czxid (its partitions' first states
+are created in the same transaction, so they share it; a partition added later has the
+czxid of its own transaction); a partition state's ``version`` is its znode version; a
+listing's version is the pzxid of ``/brokers/topics`` (the zxid of the last child created or
+deleted). zxids only grow, cluster-wide.
+
+Watches. ZooKeeper watches are one-shot and carry no data, and so do our ``MetadataEvent``
 notifications: a listener re-reads what it cares about. kazoo's ``ChildrenWatch``/``DataWatch``
-recipes re-arm them (also after a new session). We watch the children of ``/brokers/ids``
-(BROKERS) and ``/brokers/topics`` (TOPICS: created, deleted), and the data of ``/controller``
-(CONTROLLER). A grown topic (``add_partitions``) and every partition-state write bump a
-notification znode in the same transaction as the write: ``/change_notifications/
-topic_partitions`` (TOPICS) and ``/change_notifications/partition_state`` (PARTITION_STATE),
-each watched with one data watch. One znode per kind instead of a watch per state znode keeps
-the number of watches constant while topics come and go; changes between a watch firing and
-its re-arming coalesce into one notification, which is all a re-reading listener needs. (Kafka
-watched each topic znode instead, and learnt of ISR changes through sequential
-``/isr_change_notification`` nodes that only its controller consumed and deleted; here every
-broker listens, so nobody could delete them.)
+recipes keep the children of ``/brokers/ids`` (BROKERS) and the data of ``/controller``
+(CONTROLLER) watched. Topics are watched the way ZooKeeper means watches to be used, by the
+reads themselves: ``list_topics(watch=True)`` sets a watch on the children of
+``/brokers/topics`` (TOPICS), ``read_topic(name, watch=True)`` one on the topic znode (TOPIC:
+it grew), ``partition_state(..., watch=True)`` one on the state znode (PARTITION_STATE with
+its topic and partition). Each fires once; the listener's re-read sets the next. So a change
+costs every broker one read of what changed (Kafka's brokers likewise learnt of one
+partition's change from the controller's LeaderAndIsr, not by reading every state), and the
+number of watches is the number of partitions. Watches set by reads do not survive a new
+session and may miss changes while disconnected: a reconnection is reported as
+WATCHES_RESET (or SESSION_RESTORED), and the listener reads everything again.
 
 Sessions. kazoo's state listener turns LOST (the session expired: our registration and
 controller node are gone) into ``SESSION_LOST`` and the next CONNECTED (kazoo opens a new
@@ -51,26 +55,27 @@ znode version, only by the state's own version.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
                               NotEmptyError, OperationTimeoutError, SessionExpiredError)
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KazooState, ZnodeStat
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
-from .store import (NO_LEADER, BrokerRegistration, MetadataChange, MetadataStore,
-                    NodeIdInUse, PartitionState, StoreUnavailable, TopicExists, TopicRecord,
-                    new_cluster_id)
+from .store import (NO_LEADER, BrokerRegistration, MetadataChange, MetadataEvent,
+                    MetadataStore, NodeIdInUse, PartitionState, StoreUnavailable, TopicExists,
+                    TopicListing, TopicRecord, new_cluster_id)
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +91,8 @@ CONFIG_TOPICS_PATH = "/config/topics"
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
-PARTITION_STATE_NOTIFICATION_PATH = "/change_notifications/partition_state"
-TOPIC_PARTITIONS_NOTIFICATION_PATH = "/change_notifications/topic_partitions"
 
-PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH,
-                    PARTITION_STATE_NOTIFICATION_PATH, TOPIC_PARTITIONS_NOTIFICATION_PATH)
+PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH)
 
 DEFAULT_SESSION_TIMEOUT_MS = 18_000  # Kafka's zookeeper.session.timeout.ms
 
@@ -181,12 +183,13 @@ class ZooKeeperMetadataStore(MetadataStore):
             # reconnect for ever after the first connection, never waiting more than 1 s
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
             logger=_kazoo_log)
-        self._listeners: list[Callable[[MetadataChange], None]] = []
-        self._events: queue.Queue[MetadataChange | None] = queue.Queue()
+        self._listeners: list[Callable[[MetadataEvent], None]] = []
+        self._events: queue.Queue[MetadataEvent | None] = queue.Queue()
         self._event_thread: threading.Thread | None = None
         self._closing = False
         self._session_was_lost = False
         self._registered_node_id: int | None = None
+        self._on_watch_function = self._on_watch
         self._controller_epoch = 0
 
     @classmethod
@@ -241,10 +244,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                                               name="oncelog-zookeeper-events")
         self._event_thread.start()
         self._watch_children(BROKER_IDS_PATH, MetadataChange.BROKERS)
-        self._watch_children(TOPICS_PATH, MetadataChange.TOPICS)
         self._watch_data(CONTROLLER_PATH, MetadataChange.CONTROLLER)
-        self._watch_data(TOPIC_PARTITIONS_NOTIFICATION_PATH, MetadataChange.TOPICS)
-        self._watch_data(PARTITION_STATE_NOTIFICATION_PATH, MetadataChange.PARTITION_STATE)
         log.info("connected to ZooKeeper at %s%s (session 0x%x, timeout %d ms)", self.hosts,
                  self.chroot, self.client.client_id[0], self.session_timeout_ms)
         return self
@@ -287,17 +287,35 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     # -- events --------------------------------------------------------------------------
 
-    def _notify(self, change: MetadataChange) -> None:
+    def _notify(self, change: MetadataChange, topic: str | None = None,
+                partition: int | None = None) -> None:
         if not self._closing:
-            self._events.put(change)
+            self._events.put(MetadataEvent(change, topic, partition))
 
     def _deliver_events(self) -> None:
-        while (change := self._events.get()) is not None:
+        while (event := self._events.get()) is not None:
             for listener in list(self._listeners):
                 try:
-                    listener(change)
+                    listener(event)
                 except Exception:
-                    log.exception("metadata listener %r failed on %s", listener, change.name)
+                    log.exception("metadata listener %r failed on %s", listener, event)
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        """A watch set by a read fired (kazoo's callback thread: only queue). The path tells
+        what changed; kazoo has taken the chroot off it. A session's end fires every watch
+        with no path: SESSION_LOST and SESSION_RESTORED say that already."""
+        if event.path is None or event.type == EventType.NONE:
+            return
+        if event.path == TOPICS_PATH:
+            self._notify(MetadataChange.TOPICS)
+            return
+        if not event.path.startswith(TOPICS_PATH + "/"):
+            return
+        parts = event.path[len(TOPICS_PATH) + 1:].split("/")
+        if len(parts) == 1:
+            self._notify(MetadataChange.TOPIC, parts[0])
+        elif len(parts) == 4 and parts[1] == "partitions" and parts[3] == "state":
+            self._notify(MetadataChange.PARTITION_STATE, parts[0], int(parts[2]))
 
     def _on_session_state(self, state: str) -> None:
         """kazoo's connection thread: must not block, so it only queues."""
@@ -316,6 +334,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 self._notify(MetadataChange.SESSION_RESTORED)
             else:
                 log.info("connection to ZooKeeper restored; the session lives on")
+                self._notify(MetadataChange.WATCHES_RESET)
 
     def _watch_children(self, path: str, change: MetadataChange) -> None:
         ChildrenWatch(self.client, path, self._notifier(change))
@@ -335,7 +354,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             armed = True
         return on_event
 
-    def watch(self, listener: Callable[[MetadataChange], None]) -> None:
+    def watch(self, listener: Callable[[MetadataEvent], None]) -> None:
         self._listeners.append(listener)
 
     def close(self) -> None:
@@ -514,19 +533,22 @@ class ZooKeeperMetadataStore(MetadataStore):
                       "version": 1, "leader_epoch": state.leader_epoch,
                       "isr": list(state.isr)})
 
-    def load_topics(self) -> dict[str, TopicRecord]:
-        topics: dict[str, TopicRecord] = {}
-        for name in self._request(self.client.get_children_async, TOPICS_PATH):
-            record = self._load_topic(name)
-            if record is not None:
-                topics[name] = record
-        return topics
+    def _watcher(self, watch: bool) -> Callable[[WatchedEvent], None] | None:
+        # one function object: kazoo keeps a path's watchers in a set, so reading a path
+        # twice with a watch still fires one notification
+        return self._on_watch_function if watch else None
 
-    def _load_topic(self, name: str) -> TopicRecord | None:
+    def list_topics(self, watch: bool = False) -> TopicListing:
+        names, stat = self._request(self.client.get_children_async, TOPICS_PATH,
+                                    watch=self._watcher(watch), include_data=True)
+        return TopicListing(frozenset(names), stat.pzxid)
+
+    def read_topic(self, name: str, watch: bool = False) -> TopicRecord | None:
         try:
-            data, _stat = self._request(self.client.get_async, topic_path(name))
+            data, stat = self._request(self.client.get_async, topic_path(name),
+                                       watch=self._watcher(watch))
         except NoNodeError:
-            return None  # deleted while we listed
+            return None  # deleted (the listing's watch reports it, and a creation)
         document = json.loads(data)
         partitions = document.get("partitions", {})
         assignment = [list(partitions[key]) for key in sorted(partitions, key=int)]
@@ -538,9 +560,11 @@ class ZooKeeperMetadataStore(MetadataStore):
         except NoNodeError:
             configs = {}
         return TopicRecord(name=name, topic_id=document.get("topic_id", ""),
-                           partitions=len(assignment), configs=configs, assignment=assignment)
+                           partitions=len(assignment), configs=configs, assignment=assignment,
+                           created_version=stat.czxid)
 
-    def create_topic(self, record: TopicRecord, states: list[PartitionState]) -> None:
+    def create_topic(self, record: TopicRecord, states: list[PartitionState]
+                     ) -> tuple[TopicRecord, list[PartitionState]]:
         """One transaction: the topic, its config, every partition's first state."""
         assert len(states) == record.partitions == len(record.assignment), record
         config_path = f"{CONFIG_TOPICS_PATH}/{record.name}"
@@ -552,7 +576,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._add_partition_states(transaction, record.name, 0, states)
             results = self._request(transaction.commit_async, self.client)
             if not _failed(results):
-                return
+                return self._created(record, states)
             if isinstance(results[0], NodeExistsError):
                 raise TopicExists(f"topic {record.name!r} already exists")
             if not isinstance(results[1], NodeExistsError):
@@ -566,30 +590,44 @@ class ZooKeeperMetadataStore(MetadataStore):
                 pass
         raise StoreUnavailable(f"creating topic {record.name!r} kept conflicting")
 
+    def _created(self, record: TopicRecord, states: list[PartitionState]
+                 ) -> tuple[TopicRecord, list[PartitionState]]:
+        """The versions of what one transaction created: the zxid it committed at (the
+        topic's czxid; a multi-op's results carry no stat for a create)."""
+        stat = self._request(self.client.exists_async, topic_path(record.name))
+        if stat is None:  # deleted again at once by another broker
+            raise StoreUnavailable(f"topic {record.name!r} was deleted as it was created")
+        created = dataclasses.replace(record, created_version=stat.czxid)
+        return created, [dataclasses.replace(state, version=0, created_version=stat.czxid)
+                         for state in states]
+
     def _add_partition_states(self, transaction: _Operations, topic: str, first_index: int,
                               states: list[PartitionState]) -> None:
         for index, state in enumerate(states, start=first_index):
             transaction.create(partition_path(topic, index), b"")
             transaction.create(partition_state_path(topic, index), self._state_document(state))
 
-    def add_partitions(self, record: TopicRecord, new_states: list[PartitionState]) -> None:
-        """Raises ``KeyError`` when the topic does not exist."""
+    def add_partitions(self, record: TopicRecord, new_states: list[PartitionState]
+                       ) -> list[PartitionState]:
+        """Raises ``KeyError`` when the topic does not exist (or is a newer incarnation)."""
         for _attempt in range(10):
             try:
                 data, stat = self._request(self.client.get_async, topic_path(record.name))
             except NoNodeError:
                 raise KeyError(f"topic {record.name!r} does not exist") from None
+            if record.created_version >= 0 and stat.czxid != record.created_version:
+                raise KeyError(f"topic {record.name!r} was deleted and created again")
             first_index = len(json.loads(data).get("partitions", {}))
             assert first_index + len(new_states) == len(record.assignment), record
             transaction = _Operations()
             transaction.set_data(topic_path(record.name), self._topic_document(record),
                                  version=stat.version)
             self._add_partition_states(transaction, record.name, first_index, new_states)
-            transaction.set_data(TOPIC_PARTITIONS_NOTIFICATION_PATH,
-                                 record.name.encode())
             results = self._request(transaction.commit_async, self.client)
             if not _failed(results):
-                return
+                zxid = results[0].mzxid  # the transaction's: the new state znodes' czxid
+                return [dataclasses.replace(state, version=0, created_version=zxid)
+                        for state in new_states]
             # BadVersion or NodeExists: someone else grew or recreated the topic; read again
         raise StoreUnavailable(f"adding partitions to {record.name!r} kept conflicting")
 
@@ -628,19 +666,23 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     # -- partition state -----------------------------------------------------------------
 
-    def partition_state(self, topic: str, index: int) -> PartitionState | None:
+    def partition_state(self, topic: str, index: int, watch: bool = False
+                        ) -> PartitionState | None:
         try:
-            data, stat = self._request(self.client.get_async, partition_state_path(topic, index))
+            data, stat = self._request(self.client.get_async, partition_state_path(topic, index),
+                                       watch=self._watcher(watch))
         except NoNodeError:
             return None
         return self._parse_state(data, stat)
 
-    def partition_states(self, topic: str, count: int) -> list[PartitionState | None]:
+    def partition_states(self, topic: str, count: int, watch: bool = False
+                         ) -> list[PartitionState | None]:
         """Every request sent before the first answer is awaited: one round trip for a
         whole topic (the metadata sync and the controller read them all on every change).
         A request that fails for another reason than a missing node is asked again alone,
         with ``partition_state``'s retries."""
-        pending = [self.client.get_async(partition_state_path(topic, index))
+        pending = [self.client.get_async(partition_state_path(topic, index),
+                                         watch=self._watcher(watch))
                    for index in range(count)]
         timeout_s = max(2.0, self.session_timeout_ms / 1000)
         states: list[PartitionState | None] = []
@@ -650,7 +692,24 @@ class ZooKeeperMetadataStore(MetadataStore):
             except NoNodeError:
                 states.append(None)
             except Exception:
-                states.append(self.partition_state(topic, index))
+                states.append(self.partition_state(topic, index, watch))
+        return states
+
+    def states_of(self, partitions: Iterable[tuple[str, int]], watch: bool = False
+                  ) -> dict[tuple[str, int], PartitionState | None]:
+        """As ``partition_states``: every request sent before the first answer is awaited."""
+        pending = [(key, self.client.get_async(partition_state_path(*key),
+                                               watch=self._watcher(watch)))
+                   for key in partitions]
+        timeout_s = max(2.0, self.session_timeout_ms / 1000)
+        states: dict[tuple[str, int], PartitionState | None] = {}
+        for key, answer in pending:
+            try:
+                states[key] = self._parse_state(*answer.get(timeout=timeout_s))
+            except NoNodeError:
+                states[key] = None
+            except Exception:
+                states[key] = self.partition_state(*key, watch=watch)
         return states
 
     @staticmethod
@@ -659,7 +718,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         return PartitionState(leader=int(document.get("leader", NO_LEADER)),
                               leader_epoch=int(document.get("leader_epoch", 0)),
                               isr=tuple(int(node) for node in document.get("isr", ())),
-                              version=stat.version)
+                              version=stat.version, created_version=stat.czxid)
 
     def compare_and_set_partition_state(self, topic: str, index: int,
                                         state: PartitionState) -> PartitionState | None:
@@ -674,13 +733,14 @@ class ZooKeeperMetadataStore(MetadataStore):
             transaction.create(path, self._state_document(state))
         else:
             transaction.set_data(path, self._state_document(state), version=state.version)
-        transaction.set_data(PARTITION_STATE_NOTIFICATION_PATH, f"{topic}/{index}".encode())
         results = self._request(transaction.commit_async, self.client)
         if _failed(results):
             return None  # BadVersion (someone wrote first), NoNode (deleted), NodeExists
-        new_version = results[0].version if state.version >= 0 else 0
+        if state.version < 0:  # a create's result carries no stat: read what we created
+            return self.partition_state(topic, index)
+        stat = results[0]
         return PartitionState(state.leader, state.leader_epoch, tuple(state.isr),
-                              version=new_version)
+                              version=stat.version, created_version=stat.czxid)
 
     # -- producer ids --------------------------------------------------------------------
 

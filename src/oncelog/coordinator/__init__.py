@@ -8,6 +8,8 @@
   ``__transaction_state``.
 - ``internal_topic`` — a coordinator's internal topic on this broker: created when
   missing, appended to, read back when a partition is loaded, waited on until replicated.
+- ``leadership`` — in a cluster, each coordinator loads the partitions of its topic this
+  broker leads and unloads the ones it stopped leading.
 - ``timer`` — keyed deadlines (session, rebalance and join timeouts) driven by an injected
   clock.
 - ``record_codec`` — Kafka's primitive types as both internal topics' records use them.

@@ -49,15 +49,15 @@ class InternalTopic:
         self.clock = clock
         self.name = name
 
-    def _create(self, partition_count: int, replication_factor: int, live_brokers: int,
-                configs: dict[str, str]) -> None:
+    async def _create(self, partition_count: int, replication_factor: int, live_brokers: int,
+                      configs: dict[str, str]) -> None:
         """Create the topic if missing, with at most as many replicas as live brokers."""
         if self.name in self.partitions.topics:
             return
         replicas = max(1, min(replication_factor, live_brokers))
-        self.partitions.create_topic(self.name, partition_count, replicas,
-                                     {"cleanup.policy": "compact",
-                                      "compression.type": "producer", **configs})
+        await self.partitions.create_topic(self.name, partition_count, replicas,
+                                           {"cleanup.policy": "compact",
+                                            "compression.type": "producer", **configs})
 
     @property
     def partition_count(self) -> int:

@@ -4,8 +4,17 @@ and its metadata cache).
 Owns: the name -> ``Topic`` map (every topic of the cluster, with the metadata store's view of
 each partition's ``PartitionState``), the opening and closing of the replicas assigned to
 this broker, topic creation, deletion and partition growth. The durable truth lives in the
-metadata store (``controller``): changes are written there first, then applied here with
+metadata store (``controller``): changes are written there first (awaited off the event
+loop, through ``StoreCalls``), then applied here with ``apply_topic`` /
 ``apply_partition_state``, the same path a change made by another broker takes.
+
+Metadata only moves forward. Every read from the store carries versions (``created_version``
+of a topic, ``(created_version, version)`` of a partition state, the version of a topic
+listing), and what is applied here is never older than what is here already: a read made
+before a topic was created cannot make this broker forget it (``apply_listing`` drops a topic
+only when the listing is newer than the topic's creation), and a read made before a topic
+was deleted cannot bring it back (a deleted topic's incarnation is remembered). A topic's
+files are deleted only when the store has said it is deleted.
 
 Replica assignment for new topics follows Kafka's rack-unaware ``assignReplicasToBrokers``:
 partition p's first replica is broker ``(start + p) % n`` of the sorted live brokers, and
@@ -17,12 +26,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from ..broker.config import BrokerConfig, ConfigError, validate_topic_configs
-from ..controller.store import (MetadataStore, PartitionState, TopicExists, TopicRecord,
-                                new_topic_id)
+from ..controller.store import (MetadataStore, PartitionState, StoreCalls, StoreUnavailable,
+                                TopicExists, TopicListing, TopicRecord, new_topic_id)
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import Log
 from ..storage.cleaner import LogCleaner
@@ -100,9 +110,11 @@ def assign_replicas(partitions: int, replication_factor: int, brokers: list[int]
 class PartitionManager:
     def __init__(self, config: BrokerConfig, store: MetadataStore,
                  clock: Callable[[], int], node_id: int = 1,
-                 lease: LeadershipLease | None = None) -> None:
+                 lease: LeadershipLease | None = None, calls: StoreCalls | None = None) -> None:
         self.config = config
         self.store = store
+        # how store calls are made from the event loop: on threads, awaited
+        self.calls = calls or StoreCalls()
         self.clock = clock
         self.node_id = node_id
         self.lease = lease
@@ -115,18 +127,19 @@ class PartitionManager:
         # the brokers new replicas may be placed on (the broker sets it: live brokers)
         self.live_broker_ids: Callable[[], list[int]] = lambda: [self.node_id]
         self.topics: dict[str, Topic] = {}
+        # name -> created_version of the last incarnation deleted: no read that old brings
+        # it back
+        self._deleted: dict[str, int] = {}
         self.cleaner = LogCleaner()
 
     def load(self) -> None:
+        """A single broker's start: every topic in the (local) store."""
         for record in self.store.load_topics().values():
-            self._add_topic(record, self._read_states(record))
+            self._add_topic(record, _known_states(
+                record, self.store.partition_states(record.name, record.partitions)))
         if self.topics:
             log.info("loaded %d topics, %d local partitions", len(self.topics),
                      sum(len(t.local) for t in self.topics.values()))
-
-    def _read_states(self, record: TopicRecord) -> list[PartitionState]:
-        return [self.store.partition_state(record.name, i)
-                or PartitionState(-1, -1, (), version=-1) for i in range(record.partitions)]
 
     def _add_topic(self, record: TopicRecord, states: list[PartitionState]) -> Topic:
         topic = Topic(record)
@@ -196,12 +209,16 @@ class PartitionManager:
 
     # -- changes ---------------------------------------------------------------------------
 
-    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                     configs: dict[str, str] | None = None, validate_only: bool = False,
-                     assignment: list[list[int]] | None = None,
-                     live_brokers: list[int] | None = None) -> Topic | None:
+    async def create_topic(self, name: str, num_partitions: int = -1,
+                           replication_factor: int = -1, configs: dict[str, str] | None = None,
+                           validate_only: bool = False,
+                           assignment: list[list[int]] | None = None,
+                           live_brokers: list[int] | None = None,
+                           timeout_s: float | None = None) -> Topic | None:
         """Create a topic in the store, then host its local replicas. ``live_brokers``
-        (default: this one) are what replicas are assigned over."""
+        (default: this one) are what replicas are assigned over. The store is waited on off
+        the event loop, at most ``timeout_s`` (REQUEST_TIMED_OUT after it; the topic may
+        still be created, as with Kafka)."""
         check_topic_name(name)
         if name in self.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
@@ -232,12 +249,18 @@ class PartitionManager:
         record = TopicRecord(name, new_topic_id(), num_partitions, configs, assignment)
         states = [PartitionState(replicas[0], 0, tuple(replicas)) for replicas in assignment]
         try:
-            self.store.create_topic(record, states)
+            record, states = await self._store(timeout_s, self.store.create_topic, record,
+                                               states)
         except TopicExists:
+            await self._catch_up(name)  # another broker's topic: know it now
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"topic {name!r} already exists") from None
-        topic = self._add_topic(record, [self.store.partition_state(name, i) or s
-                                         for i, s in enumerate(states)])
+        self.apply_topic(record, states)
+        topic = self.topics.get(name)
+        if topic is None or topic.record.topic_id != record.topic_id:
+            # deleted (and maybe created again) by another broker while we waited
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"topic {name!r} was deleted as it was created")
         log.info("created topic %s with %d partitions%s%s", name, num_partitions,
                  f", replicas {assignment}" if replication_factor > 1 or len(brokers) > 1 else "",
                  f" and configs {configs}" if configs else "")
@@ -273,27 +296,66 @@ class PartitionManager:
                              f"topic {name!r}: {count} partitions exceeds "
                              f"max.partitions.per.topic={limit}")
 
-    def delete_topic(self, name: str) -> Topic:
+    async def _store(self, timeout_s: float | None, function: Callable[..., _T], *args: object
+                     ) -> _T:
+        """A store call made for a request: REQUEST_TIMED_OUT when the store does not answer
+        in time (``StoreTimedOut``) or cannot be reached (``StoreUnavailable``)."""
+        try:
+            if timeout_s is None:
+                return await self.calls(function, *args)
+            return await self.calls.within(timeout_s, function, *args)
+        except StoreUnavailable as error:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, str(error)) from None
+
+    async def _catch_up(self, name: str) -> None:
+        """Read one topic from the store and apply it (a request named a topic this broker
+        has not heard of yet, or one it was about to create)."""
+        try:
+            record, states = await self.calls(self._read_topic, name)
+        except StoreUnavailable:
+            return
+        if record is not None:
+            self.apply_topic(record, states)
+
+    def _read_topic(self, name: str) -> tuple[TopicRecord | None, list[PartitionState | None]]:
+        record = self.store.read_topic(name)
+        if record is None:
+            return None, []
+        return record, self.store.partition_states(name, record.partitions)
+
+    async def known_topic(self, name: str) -> Topic:
+        """The topic, asking the store for it if this broker has not heard of it yet;
+        UNKNOWN_TOPIC_OR_PARTITION if the store has not either."""
+        if name not in self.topics:
+            await self._catch_up(name)
+        return self.get_topic(name)
+
+    async def delete_topic(self, name: str, timeout_s: float | None = None) -> Topic:
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
-        topic = self.get_topic(name)
-        self.store.delete_topic(name)
-        self.forget_topic(name)
+        topic = await self.known_topic(name)
+        await self._store(timeout_s, self.store.delete_topic, name)
+        self.forget_topic(name, topic.record.created_version)
         return topic
 
-    def forget_topic(self, name: str) -> None:
-        """Drop a topic deleted in the store, and its local replicas' files."""
-        topic = self.topics.pop(name, None)
-        if topic is None:
+    def forget_topic(self, name: str, created_version: int) -> None:
+        """Drop a topic the store deleted (the incarnation created at ``created_version``
+        or any older one), and its local replicas' files. Reads at least that old are stale
+        from now on."""
+        self._deleted[name] = max(self._deleted.get(name, -1), created_version)
+        topic = self.topics.get(name)
+        if topic is None or topic.record.created_version > created_version:
             return
+        del self.topics[name]
         for partition in topic.partitions:
             partition.delete()
         log.info("deleted topic %s", name)
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False,
-                          live_brokers: list[int] | None = None,
-                          assignment: list[list[int]] | None = None) -> None:
-        topic = self.get_topic(name)
+    async def create_partitions(self, name: str, count: int, validate_only: bool = False,
+                                live_brokers: list[int] | None = None,
+                                assignment: list[list[int]] | None = None,
+                                timeout_s: float | None = None) -> None:
+        topic = await self.known_topic(name)
         current = topic.partition_count
         if count <= current:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
@@ -319,53 +381,69 @@ class PartitionManager:
                                     start=self._assignment_start(name, brokers))
         if validate_only:
             return
-        topic.record.assignment = [*topic.record.assignment, *added]
-        topic.record.partitions = count
+        grown = replace(topic.record, partitions=count,
+                        assignment=[*topic.record.assignment, *added])
         new_states = [PartitionState(replicas[0], 0, tuple(replicas)) for replicas in added]
-        self.store.add_partitions(topic.record, new_states)
-        self._grow(topic, topic.states + [self.store.partition_state(name, current + i) or s
-                                          for i, s in enumerate(new_states)])
+        try:
+            new_states = await self._store(timeout_s, self.store.add_partitions, grown,
+                                           new_states)
+        except KeyError:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"topic {name!r} was deleted meanwhile") from None
+        self.apply_topic(grown, [*topic.states, *new_states])
         log.info("topic %s grew from %d to %d partitions", name, current, count)
 
-    def sync(self, topics: dict[str, TopicRecord],
-             states: dict[str, list[PartitionState | None]]) -> list[Partition]:
-        """Make this broker's view match a snapshot of the store: open replicas of new topics
-        and partitions, drop deleted topics, apply every newer partition state. Returns the
-        local replicas whose leader or epoch changed."""
+    # -- applying the store's metadata, only forward ------------------------------------------
+
+    def apply_listing(self, listing: TopicListing) -> list[str]:
+        """Take a listing of every topic: forget the topics it proves deleted (missing from
+        a listing newer than their creation), and return the names it has that this broker
+        has not heard of."""
+        for name, topic in list(self.topics.items()):
+            if name not in listing.names and listing.version > topic.record.created_version:
+                self.forget_topic(name, topic.record.created_version)
+        return sorted(listing.names - self.topics.keys())
+
+    def apply_topic(self, record: TopicRecord, states: Sequence[PartitionState | None]
+                    ) -> list[Partition]:
+        """Take a topic read from the store with its partitions' states (all of them, or
+        None where a state was missing): open what is new, apply what is newer, ignore what
+        is older. Returns the local replicas that are new or whose leader or epoch changed."""
+        if record.created_version <= self._deleted.get(record.name, -1):
+            return []  # read before its deletion
+        topic = self.topics.get(record.name)
+        if topic is not None and topic.record.created_version > record.created_version:
+            return []  # read before the incarnation we know was created
+        if topic is not None and topic.record.created_version < record.created_version:
+            # deleted and created again since we last heard
+            self.forget_topic(record.name, topic.record.created_version)
+            topic = None
+        known = _known_states(record, states)
+        if topic is None:
+            if len(known) < record.partitions:
+                return []  # caught half-way through its creation; its watch brings the rest
+            topic = self._add_topic(record, known)
+            return list(topic.partitions)
         changed: list[Partition] = []
-        for name in [n for n in self.topics if n not in topics]:
-            self.forget_topic(name)
-        for name, record in topics.items():
-            topic_states = [s or PartitionState(-1, -1, (), version=-1)
-                            for s in states.get(name, [])]
-            topic = self.topics.get(name)
-            if topic is not None and topic.record.topic_id != record.topic_id:
-                self.forget_topic(name)  # deleted and created again meanwhile
-                topic = None
-            if topic is None:
-                if len(topic_states) < record.partitions:
-                    continue  # caught half-way through its creation; the next sync has it
-                self._add_topic(record, topic_states)
-                changed.extend(self.topics[name].partitions)
-                continue
-            if record.partitions > topic.partition_count and len(topic_states) >= record.partitions:
-                topic.record = record
-                before = set(topic.local)
-                self._grow(topic, topic_states)
-                changed.extend(topic.local[i] for i in set(topic.local) - before)
-            for index, state in enumerate(topic_states[:topic.partition_count]):
-                if self.apply_partition_state(name, index, state):
-                    changed.append(topic.local[index])
+        if record.partitions > topic.partition_count and len(known) >= record.partitions:
+            topic.record = record
+            before = set(topic.local)
+            self._grow(topic, known)
+            changed.extend(topic.local[i] for i in sorted(set(topic.local) - before))
+        for index, state in enumerate(known[:topic.partition_count]):
+            if self.apply_partition_state(record.name, index, state):
+                changed.append(topic.local[index])
         return changed
 
     def apply_partition_state(self, topic_name: str, index: int, state: PartitionState) -> bool:
-        """Take a state read from the store (a newer version than ours): update the cache,
-        and the local replica's role. Returns True when the local replica's leader or epoch
-        changed."""
+        """Take a state read from the store, if it is newer than ours (and of the topic's
+        incarnation we know): update the cache, and the local replica's role. Returns True
+        when the local replica's leader or epoch changed."""
         topic = self.topics.get(topic_name)
         if topic is None or index >= len(topic.states):
             return False
-        if state.version <= topic.states[index].version:
+        if (state.created_version < topic.record.created_version
+                or state.order <= topic.states[index].order):
             return False
         topic.states[index] = state
         partition = topic.local.get(index)
@@ -413,3 +491,14 @@ class PartitionManager:
     def close(self) -> None:
         for partition in self.all_partitions():
             partition.close()
+
+
+_T = TypeVar("_T")
+NO_STATE = PartitionState(-1, -1, (), version=-1)
+
+
+def _known_states(record: TopicRecord, states: Sequence[PartitionState | None]
+                  ) -> list[PartitionState]:
+    """The states of a topic's partitions as far as all were read; a missing one (its znode
+    not created yet, or deleted) is a placeholder older than any stored state."""
+    return [state or NO_STATE for state in states[:record.partitions]]

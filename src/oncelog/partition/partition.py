@@ -809,8 +809,16 @@ class Partition:
     def checkpoint_high_watermark(self) -> None:
         """Replicated partitions keep their HW across restarts (Kafka's
         replication-offset-checkpoint, one small file per partition here)."""
-        if self.replicas != (self.replica_id,):
+        if self.is_replicated:
             _write_high_watermark(self.log, self.high_watermark)
+
+    @property
+    def is_replicated(self) -> bool:
+        return self.replicas != (self.replica_id,)
+
+    def write_high_watermark_checkpoint(self, high_watermark: int) -> None:
+        """Write a HW read earlier on the event loop (any thread; the checkpoint loop's)."""
+        _write_high_watermark(self.log, high_watermark)
 
     def close(self) -> None:
         """Clean shutdown: flush to disk first, as Kafka does, and snapshot producer state."""

@@ -26,7 +26,7 @@ async def end(broker, commit: bool) -> tuple[int, int]:
 
 def test_end_txn_is_answered_at_prepare_commit_and_the_markers_follow(tmp_path):
     async def scenario():
-        broker = open_broker(tmp_path, FakeClock())
+        broker = await open_broker(tmp_path, FakeClock())
         coordinator = broker.transaction_coordinator
         await end(broker, commit=True)
         assert coordinator.transactions["app"].state is S.PREPARE_COMMIT
@@ -42,7 +42,7 @@ def test_end_txn_is_answered_at_prepare_commit_and_the_markers_follow(tmp_path):
 
 def test_the_ids_next_transaction_waits_for_the_last_ones_markers(tmp_path):
     async def scenario():
-        broker = open_broker(tmp_path, FakeClock())
+        broker = await open_broker(tmp_path, FakeClock())
         coordinator = broker.transaction_coordinator
         producer_id, epoch = await end(broker, commit=False)
         # at once, as a client does after its commit returns: no CONCURRENT_TRANSACTIONS
@@ -55,7 +55,7 @@ def test_the_ids_next_transaction_waits_for_the_last_ones_markers(tmp_path):
 
 def test_a_complete_record_that_fails_to_write_is_written_again(tmp_path, monkeypatch):
     async def scenario():
-        broker = open_broker(tmp_path, FakeClock())
+        broker = await open_broker(tmp_path, FakeClock())
         coordinator = broker.transaction_coordinator
         state_topic = coordinator.state_topic
         append, failures = state_topic.append, []
@@ -79,7 +79,7 @@ def test_a_complete_record_that_fails_to_write_is_written_again(tmp_path, monkey
 def test_a_stopping_coordinator_leaves_an_unfinished_completion_to_its_prepare_record(
         tmp_path):
     async def scenario():
-        broker = open_broker(tmp_path, FakeClock())
+        broker = await open_broker(tmp_path, FakeClock())
         coordinator = broker.transaction_coordinator
         producer_id, epoch = await begin(broker)
         orders = broker.partitions.topics["orders"]  # orders-1's leader gone: its marker waits
@@ -93,7 +93,7 @@ def test_a_stopping_coordinator_leaves_an_unfinished_completion_to_its_prepare_r
         await asyncio.sleep(0)
         assert not coordinator._completions
         assert not coordinator._lock("app").locked()
-        again = open_broker(tmp_path, FakeClock())  # orders-1 leads again after a restart
+        again = await open_broker(tmp_path, FakeClock())  # orders-1 leads again after a restart
         await settle(again)
         assert again.transaction_coordinator.transactions["app"].state is S.COMPLETE_COMMIT
         assert markers(again, 0) == [True, True] and markers(again, 1) == [True]
@@ -116,7 +116,7 @@ async def prepared_then_stuck(tmp_path, monkeypatch):
         append(self, index, records, producer)
 
     monkeypatch.setattr(InternalTopic, "append", short_isr)
-    again = open_broker(tmp_path, clock)
+    again = await open_broker(tmp_path, clock)
     await settle(again)
     assert again.transaction_coordinator.transactions["app"].state is S.PREPARE_COMMIT
     assert markers(again, 0) == markers(again, 1) == [True]

@@ -23,16 +23,16 @@ S = TransactionState
 TRANSACTIONAL = 0x10
 
 
-def open_broker(data_dir, clock) -> Broker:
+async def open_broker(data_dir, clock) -> Broker:
     config = BrokerConfig({"log.dirs": str(data_dir),
                            "transaction.state.log.num.partitions": "2",
                            "offsets.topic.num.partitions": "2"})
     broker = Broker(config, clock)
     broker.partitions.load()
     broker._register()
-    broker.offsets_topic.create_if_missing(config)
+    await broker.offsets_topic.create_if_missing(config)
     broker.group_coordinator.load()
-    broker.transaction_state_topic.create_if_missing(config)
+    await broker.transaction_state_topic.create_if_missing(config)
     broker.transaction_coordinator.load()
     return broker
 
@@ -40,7 +40,7 @@ def open_broker(data_dir, clock) -> Broker:
 async def begin(broker: Broker, timeout_ms: int = 60_000) -> tuple[int, int]:
     """An id with a transaction open on orders-0 and orders-1, one record in each."""
     if "orders" not in broker.partitions.topics:
-        broker.partitions.create_topic("orders", 2, 1, {})
+        await broker.partitions.create_topic("orders", 2, 1, {})
     coordinator = broker.transaction_coordinator
     producer_id, epoch = await coordinator.init_producer_id("app", timeout_ms)
     await coordinator.add_partitions("app", producer_id, epoch, {("orders", 0), ("orders", 1)})
@@ -74,7 +74,7 @@ async def settle(broker: Broker) -> None:
 async def prepare_only(tmp_path, clock, commit: bool) -> tuple[Broker, int]:
     """A broker whose open transaction reached PrepareCommit (PrepareAbort) and nothing more
     (no marker); (it, the producer id)."""
-    broker = open_broker(tmp_path, clock)
+    broker = await open_broker(tmp_path, clock)
     producer_id, epoch = await begin(broker)
     coordinator = broker.transaction_coordinator
     await coordinator._write(txn.end_transaction(coordinator.transactions["app"], producer_id,
@@ -88,7 +88,7 @@ async def crash_after_prepare(tmp_path, commit: bool) -> tuple[Broker, int]:
     clock = FakeClock()
     broker, producer_id = await prepare_only(tmp_path, clock, commit)
     assert broker.partitions.get_partition("orders", 0).last_stable_offset == 0
-    again = open_broker(tmp_path, clock)
+    again = await open_broker(tmp_path, clock)
     await settle(again)
     return again, producer_id
 
@@ -118,9 +118,9 @@ def test_an_ongoing_transaction_is_aborted_with_a_bumped_epoch_once_its_timeout_
         tmp_path):
     async def scenario():
         clock = FakeClock()
-        broker = open_broker(tmp_path, clock)
+        broker = await open_broker(tmp_path, clock)
         producer_id, epoch = await begin(broker, timeout_ms=5_000)
-        again = open_broker(tmp_path, clock)  # crashed while the transaction was open
+        again = await open_broker(tmp_path, clock)  # crashed while the transaction was open
         coordinator = again.transaction_coordinator
         assert coordinator.transactions["app"].state is S.ONGOING
         clock.now += 4_999
@@ -149,7 +149,7 @@ def test_an_abort_whose_marker_cannot_be_written_yet_holds_up_no_other_abort(tmp
 
     async def scenario():
         clock = FakeClock()
-        broker = open_broker(tmp_path, clock)
+        broker = await open_broker(tmp_path, clock)
         await begin(broker, timeout_ms=5_000)  # "app", on orders-0 and orders-1
         coordinator = broker.transaction_coordinator
         producer_id, epoch = await coordinator.init_producer_id("other", 5_000)

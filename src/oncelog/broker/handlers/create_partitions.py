@@ -2,8 +2,10 @@
 
 Behaviour: grows a topic to ``count`` partitions (INVALID_PARTITIONS unless larger than
 now); a manual assignment must place every new partition on this broker
-(INVALID_REPLICA_ASSIGNMENT); unknown topics are UNKNOWN_TOPIC_OR_PARTITION; a topic named
-twice is INVALID_REQUEST. ``validate_only`` changes nothing.
+(INVALID_REPLICA_ASSIGNMENT); unknown topics are UNKNOWN_TOPIC_OR_PARTITION (after asking
+the metadata store: another broker may have created it a moment ago); a topic named twice is
+INVALID_REQUEST. ``validate_only`` changes nothing. A store that does not answer within the
+request's ``timeout_ms`` is REQUEST_TIMED_OUT.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"topic {topic.name!r} appears more than once in the request")
             assignment = [list(a.broker_ids) for a in topic.assignments or []] or None
-            ctx.partitions.create_partitions(topic.name, topic.count, request.validate_only,
-                                             live_brokers=list(ctx.broker.live_brokers),
-                                             assignment=assignment)
+            await ctx.partitions.create_partitions(
+                topic.name, topic.count, request.validate_only,
+                live_brokers=list(ctx.broker.live_brokers), assignment=assignment,
+                timeout_s=request.timeout_ms / 1000 if request.timeout_ms > 0 else 30.0)
             results.append(Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None))
         except KafkaError as error:
             results.append(Result(name=topic.name, error_code=error.code,

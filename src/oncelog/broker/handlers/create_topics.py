@@ -6,7 +6,10 @@ factor (-1 = ``default.replication.factor``; more than the one broker is
 INVALID_REPLICATION_FACTOR), a manual assignment instead of counts (every replica must be this
 broker, INVALID_REPLICA_ASSIGNMENT), config overrides checked by name and value
 (INVALID_CONFIG). A name given twice in one request is INVALID_REQUEST for both (Kafka does
-the same). ``validate_only`` checks everything and creates nothing.
+the same). ``validate_only`` checks everything and creates nothing. The metadata store is
+awaited off the event loop for at most the request's ``timeout_ms``: a store that does not
+answer in time (or cannot be reached) is REQUEST_TIMED_OUT, as Kafka answers when its
+controller is slow; the topic may still appear.
 Version notes: v5+ returns the created topic's partition count, replication factor and
 configs; v7 its topic id.
 """
@@ -39,14 +42,21 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
                                   f"topic {topic.name!r} appears more than once in the request"))
             continue
         try:
-            results.append(_create(ctx, topic, request.validate_only))
+            results.append(await _create(ctx, topic, request.validate_only,
+                                         _timeout_s(request.timeout_ms)))
         except KafkaError as error:
             results.append(_error(topic.name, error.code, error.message))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, validate_only: bool
-            ) -> Result:
+def _timeout_s(timeout_ms: int) -> float:
+    """The request's own timeout; 0 or less is Kafka's "do not wait for the controller",
+    which still has to write the store: then ``request.timeout.ms``'s default, 30 s."""
+    return timeout_ms / 1000 if timeout_ms > 0 else 30.0
+
+
+async def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic,
+                  validate_only: bool, timeout_s: float) -> Result:
     num_partitions, replication_factor = topic.num_partitions, topic.replication_factor
     if topic.assignments:
         if num_partitions != -1 or replication_factor != -1:
@@ -68,9 +78,11 @@ def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic, vali
             raise KafkaError(ErrorCode.INVALID_CONFIG, "a topic config has a null value")
         configs[config.name] = config.value
     manager = ctx.partitions
-    created = manager.create_topic(topic.name, num_partitions, replication_factor, configs,
-                                   validate_only=validate_only, assignment=assignment,
-                                   live_brokers=list(ctx.broker.live_brokers))
+    created = await manager.create_topic(topic.name, num_partitions, replication_factor,
+                                         configs, validate_only=validate_only,
+                                         assignment=assignment,
+                                         live_brokers=list(ctx.broker.live_brokers),
+                                         timeout_s=timeout_s)
     if replication_factor == -1:
         replication_factor = ctx.broker.config["default.replication.factor"]
     if created is None:  # validate_only

@@ -2,8 +2,10 @@
 
 Behaviour: deletes each named topic's partitions and files; an unknown name is
 UNKNOWN_TOPIC_OR_PARTITION; deletion disabled by ``delete.topic.enable=false`` is
-TOPIC_DELETION_DISABLED. Waiting fetches on a deleted partition are woken and then see
-UNKNOWN_TOPIC_OR_PARTITION.
+TOPIC_DELETION_DISABLED; a metadata store that does not answer within the request's
+``timeout_ms`` is REQUEST_TIMED_OUT (the deletion may still happen). A topic this broker has
+not heard of yet is looked up in the store first. Waiting fetches on a deleted partition are
+woken and then see UNKNOWN_TOPIC_OR_PARTITION.
 Version notes: v6 names topics in a struct that may carry a topic id instead of a name;
 lookups by id answer UNKNOWN_TOPIC_ID until topic ids are supported end to end.
 """
@@ -39,7 +41,8 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                                   error_message="deletion by topic id is not supported"))
             continue
         try:
-            topic = ctx.partitions.delete_topic(name)
+            topic = await ctx.partitions.delete_topic(
+                name, request.timeout_ms / 1000 if request.timeout_ms > 0 else 30.0)
         except KafkaError as error:
             results.append(Result(name=name, topic_id=ZERO_UUID, error_code=error.code,
                                   error_message=error.message))

@@ -37,14 +37,14 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
     key_type = request.key_type if ctx.api_version >= 1 else GROUP_KEY
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-            _find(ctx, key, key_type) for key in request.coordinator_keys])
-    found = _find(ctx, request.key, key_type)
+            await _find(ctx, key, key_type) for key in request.coordinator_keys])
+    found = await _find(ctx, request.key, key_type)
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=found.error_code,
                                    error_message=found.error_message, node_id=found.node_id,
                                    host=found.host, port=found.port)
 
 
-def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     broker = ctx.broker
     internal: OffsetsTopic | TransactionStateTopic
     coordinator: GroupCoordinator | TransactionCoordinator
@@ -58,7 +58,7 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         return _error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     if broker.cluster_mode or not internal.partition_count:
         try:
-            internal.create_if_missing(broker.config, len(broker.live_brokers) or 1)
+            await internal.create_if_missing(broker.config, len(broker.live_brokers) or 1)
         except KafkaError as error:
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                           f"cannot create {internal.name}: {error.message}")

@@ -1,9 +1,11 @@
 """InitProducerId (API key 22), versions 0-5.
 
 Behaviour: without a transactional id, allocate a new producer id at epoch 0, unique across
-broker restarts (``controller.producer_ids``). Like Kafka, a request that names its current
-producer id and epoch (v3+, KIP-360, sent after an idempotent producer lost its sequence
-state) also gets a fresh id: without a transactional id there is nothing to fence.
+broker restarts (``controller.producer_ids``; a new block of ids is reserved off the event
+loop, and COORDINATOR_NOT_AVAILABLE answered while the metadata store cannot be reached).
+Like Kafka, a request that names its current producer id and epoch (v3+, KIP-360, sent after
+an idempotent producer lost its sequence state) also gets a fresh id: without a
+transactional id there is nothing to fence.
 With a transactional id the transaction coordinator answers (``coordinator.transaction``):
 the id's producer id at its next epoch, which fences every older instance (or a new producer
 id when the epoch is exhausted). NOT_COORDINATOR when this broker does not coordinate the
@@ -30,7 +32,10 @@ VERSIONS = range(0, 6)
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return await _transactional(ctx, request, request.transactional_id)
-    producer_id = ctx.broker.producer_ids.allocate()
+    try:
+        producer_id = await ctx.broker.producer_ids.next_id()
+    except KafkaError as error:  # no id block: the metadata store cannot be reached
+        return error_response(request, error.code, error.message)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                   producer_id=producer_id, producer_epoch=0)
 

@@ -45,11 +45,12 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         entries = [_topic_entry(ctx, topic) for topic in manager.topics.values()]
     else:
         allow_create = ctx.api_version < 4 or request.allow_auto_topic_creation
-        entries = [_requested_topic(ctx, t.name, allow_create) for t in request.topics]
+        entries = [await _requested_topic(ctx, t.name, allow_create) for t in request.topics]
     return _response(ctx, entries)
 
 
-def _requested_topic(ctx: RequestContext, name: str | None, allow_create: bool) -> TopicEntry:
+async def _requested_topic(ctx: RequestContext, name: str | None, allow_create: bool
+                           ) -> TopicEntry:
     manager = ctx.partitions
     if name is None:
         return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_ID)
@@ -63,10 +64,12 @@ def _requested_topic(ctx: RequestContext, name: str | None, allow_create: bool) 
     if not (allow_create and ctx.broker.config["auto.create.topics.enable"]):
         return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        topic = manager.create_topic(name)
+        topic = await manager.create_topic(name)
     except KafkaError as error:
+        known = manager.topics.get(name)
+        if error.code == ErrorCode.TOPIC_ALREADY_EXISTS and known is not None:
+            return _topic_entry(ctx, known)  # another broker's, a moment ago: read just now
         if error.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-            # Another broker created it a moment ago; our view catches up shortly.
             return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
         log.warning("auto-creating topic %r failed: %s", name, error)
         return _error_entry(name, error.code)

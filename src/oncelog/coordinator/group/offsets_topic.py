@@ -28,10 +28,10 @@ class OffsetsTopic(InternalTopic):
     def __init__(self, partitions: PartitionManager, clock: Callable[[], int]) -> None:
         super().__init__(partitions, clock, OFFSETS_TOPIC)
 
-    def create_if_missing(self, config: BrokerConfig, live_brokers: int = 1) -> None:
+    async def create_if_missing(self, config: BrokerConfig, live_brokers: int = 1) -> None:
         """Create the topic with ``offsets.topic.replication.factor`` replicas, or as many
         as there are live brokers if fewer (a single broker: one)."""
-        self._create(config["offsets.topic.num.partitions"],
+        await self._create(config["offsets.topic.num.partitions"],
                      config["offsets.topic.replication.factor"], live_brokers,
                      {"segment.bytes": str(config["offsets.topic.segment.bytes"])})
 

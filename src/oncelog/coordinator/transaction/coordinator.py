@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ..record_codec import partition_for
@@ -71,13 +71,24 @@ WRITE_TIMEOUT_MS = 5000
 COMPLETE_RETRY_S = 0.1
 
 
+class ProducerIds(Protocol):
+    """Where producer ids come from (``controller.ProducerIdManager``): ``reserve`` may wait
+    on the metadata store (COORDINATOR_NOT_AVAILABLE when it cannot be reached), then
+    ``allocate`` hands out a reserved id without waiting."""
+
+    async def reserve(self, count: int = 1) -> None: ...
+
+    def allocate(self) -> int: ...
+
+
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, state_topic: TransactionStateTopic,
-                 allocate_producer_id: Callable[[], int], markers: TransactionMarkers,
+                 producer_ids: ProducerIds, markers: TransactionMarkers,
                  clock: Callable[[], int]) -> None:
         self.config = config
         self.state_topic = state_topic
-        self.allocate_producer_id = allocate_producer_id
+        self.allocate_producer_id = producer_ids.allocate
+        self.reserve_producer_id = producer_ids.reserve
         self.markers = markers
         self.clock = clock
         self.transactions: dict[str, TransactionMetadata] = {}
@@ -180,6 +191,9 @@ class TransactionCoordinator:
         txn.check_timeout(timeout_ms, self.config["transaction.max.timeout.ms"])
         async with self._lock(transactional_id):
             await self._finish_abandoned(transactional_id)
+            # an id in hand before the state change below, which takes at most one and
+            # must not wait half-way
+            await self.reserve_producer_id()
             now = self.clock()
             meta = self.transactions.get(transactional_id)
             if meta is None:

@@ -27,9 +27,9 @@ class TransactionStateTopic(InternalTopic):
     def __init__(self, partitions: PartitionManager, clock: Callable[[], int]) -> None:
         super().__init__(partitions, clock, TRANSACTION_STATE_TOPIC)
 
-    def create_if_missing(self, config: BrokerConfig, live_brokers: int = 1) -> None:
+    async def create_if_missing(self, config: BrokerConfig, live_brokers: int = 1) -> None:
         replicas = max(1, min(config["transaction.state.log.replication.factor"], live_brokers))
-        self._create(config["transaction.state.log.num.partitions"], replicas, live_brokers, {
+        await self._create(config["transaction.state.log.num.partitions"], replicas, live_brokers, {
             "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
             "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], replicas)),
         })

@@ -1,0 +1,105 @@
+"""Metadata only moves forward on a broker (issue 30): whatever order the store's answers
+arrive in, a broker never forgets a topic it has just created, never brings back one that
+was deleted, and never takes an older partition state for a newer one.
+
+The bug these replace: the membership sync read a whole snapshot of the store in a thread
+while the event loop served CreateTopics; applying the older snapshot afterwards dropped the
+new topic and deleted its replicas' files (22-56 "deleted topic" lines per run on a busy
+cluster, and UNKNOWN_TOPIC_OR_PARTITION right after a successful CreateTopics)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from oncelog.broker.config import BrokerConfig
+from oncelog.controller import LocalMetadataStore, PartitionState, TopicRecord
+from oncelog.partition import PartitionManager
+from tests.fake_clock import FakeClock
+
+
+def manager(tmp_path) -> PartitionManager:
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data")})
+    store = LocalMetadataStore(tmp_path / "store")
+    return PartitionManager(config, store, FakeClock(), node_id=1)
+
+
+def create(partitions: PartitionManager, name: str, count: int = 1) -> TopicRecord:
+    asyncio.run(partitions.create_topic(name, count, 1))
+    return partitions.topics[name].record
+
+
+def test_a_listing_read_before_a_topic_was_created_does_not_forget_it(tmp_path):
+    partitions = manager(tmp_path)
+    before = partitions.store.list_topics()  # read in a thread, as the create is served
+    record = create(partitions, "fresh")
+    directory = partitions.get_partition("fresh", 0).log.directory
+    assert "fresh" not in before.names and before.version < record.created_version
+    assert partitions.apply_listing(before) == []
+    assert "fresh" in partitions.topics and directory.exists()
+
+
+def test_a_listing_newer_than_a_topics_creation_without_it_deletes_it(tmp_path):
+    partitions = manager(tmp_path)
+    create(partitions, "doomed")
+    directory = partitions.get_partition("doomed", 0).log.directory
+    partitions.store.delete_topic("doomed")  # another broker deleted it
+    partitions.apply_listing(partitions.store.list_topics())
+    assert "doomed" not in partitions.topics and not directory.exists()
+
+
+def test_a_topic_read_before_its_deletion_does_not_bring_it_back(tmp_path):
+    partitions = manager(tmp_path)
+    create(partitions, "gone")
+    stale = partitions.store.read_topic("gone"), partitions.store.partition_states("gone", 1)
+    asyncio.run(partitions.delete_topic("gone"))
+    assert partitions.apply_topic(*stale) == []
+    assert "gone" not in partitions.topics
+
+
+def test_a_topic_created_again_replaces_the_old_incarnation_and_not_the_other_way(tmp_path):
+    partitions = manager(tmp_path)
+    old = create(partitions, "again")
+    old_states = partitions.store.partition_states("again", 1)
+    partitions.store.delete_topic("again")
+    new, new_states = partitions.store.create_topic(
+        replace(old, topic_id="id-2", created_version=-1), [PartitionState(1, 0, (1,))])
+    assert partitions.apply_topic(new, new_states)  # its replica is (re)opened
+    assert partitions.topics["again"].record.topic_id == "id-2"
+    assert partitions.apply_topic(old, old_states) == []  # the old read, late
+    assert partitions.topics["again"].record.topic_id == "id-2"
+
+
+def test_an_older_partition_state_never_replaces_a_newer_one(tmp_path):
+    partitions = manager(tmp_path)
+    create(partitions, "states")
+    store = partitions.store
+    first = store.partition_state("states", 0)
+    second = store.compare_and_set_partition_state("states", 0, first.elect(1, (1,)))
+    assert partitions.apply_partition_state("states", 0, second)
+    assert not partitions.apply_partition_state("states", 0, first)
+    assert partitions.topics["states"].states[0] == second
+    assert partitions.get_partition("states", 0).leader_epoch == second.leader_epoch
+
+
+def test_a_state_of_an_older_incarnation_is_ignored(tmp_path):
+    partitions = manager(tmp_path)
+    record = create(partitions, "incarnations")
+    state = partitions.store.partition_state("incarnations", 0)
+    late = replace(state, version=state.version + 7, leader_epoch=9,
+                   created_version=record.created_version - 1)
+    assert not partitions.apply_partition_state("incarnations", 0, late)
+    assert partitions.topics["incarnations"].states[0].leader_epoch == 0
+
+
+def test_a_grown_topic_opens_its_new_partitions_once(tmp_path):
+    partitions = manager(tmp_path)
+    create(partitions, "grows")
+    asyncio.run(partitions.create_partitions("grows", 3))
+    assert [p.index for p in partitions.topics["grows"].partitions] == [0, 1, 2]
+    record = partitions.store.read_topic("grows")
+    again = partitions.apply_topic(record, partitions.store.partition_states("grows", 3))
+    assert again == []  # nothing new
+    smaller = replace(record, partitions=1, assignment=record.assignment[:1])
+    partitions.apply_topic(smaller, partitions.store.partition_states("grows", 1))
+    assert partitions.topics["grows"].partition_count == 3  # a read from before the growth
