@@ -22,6 +22,8 @@ what its modules hold):
 - ``spark`` - the PySpark source and the exactly-once sinks, and the example pipeline.
 - ``verify`` - ``oncelog verify``: workloads, faults, the checker and its report.
 - ``testing`` - the test kit for users' tests and its pytest plugin.
+- ``simulation`` - the cluster's own code under one seed: virtual time, an in-memory
+  ZooKeeper, a simulated network (``python -m oncelog.simulation``).
 - ``cli`` - the ``oncelog`` command.
 
 Modules: ``demo`` (``oncelog demo``), ``served_process`` (what the server processes oncelog

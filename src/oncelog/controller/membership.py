@@ -31,8 +31,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..partition import LeadershipLease, Partition, PartitionManager
 from ..replication.fetcher import ReplicaFetcher
@@ -47,6 +47,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+class Fetcher(Protocol):
+    """A follower's fetcher from one leader (``replication.ReplicaFetcher``)."""
+    address: tuple[str, int]
+    wake: asyncio.Event
+
+    async def run(self) -> None: ...
+
+
+FetcherFactory = Callable[[int, BrokerRegistration], Fetcher]
+RunBlocking = Callable[..., Awaitable[Any]]
+
 CONTROLLER_PASS_INTERVAL_S = 5.0
 HIGH_WATERMARK_CHECKPOINT_INTERVAL_S = 5.0
 # How late the ISR check may wake before this broker counts it as having been stopped
@@ -57,7 +69,10 @@ class ClusterMembership:
     def __init__(self, config: BrokerConfig, store: MetadataStore, calls: StoreCalls,
                  partitions: PartitionManager, lease: LeadershipLease, brokers: LiveBrokers,
                  registration: Callable[[], BrokerRegistration],
-                 on_applied: Callable[[], None] = lambda: None) -> None:
+                 on_applied: Callable[[], None] = lambda: None, *,
+                 fetcher_factory: FetcherFactory | None = None,
+                 monotonic: Callable[[], float] = time.monotonic,
+                 run_blocking: RunBlocking = asyncio.to_thread) -> None:
         self.config = config
         self.store = store
         self.calls = calls
@@ -68,10 +83,15 @@ class ClusterMembership:
         # this broker's registration (its advertised port is known once it listens)
         self.registration = registration
         self.on_applied = on_applied
+        # the world, injected (a simulation passes its own): follower fetchers, the clock,
+        # and how blocking file writes are run
+        self.fetcher_factory = fetcher_factory or self._real_fetcher
+        self.monotonic = monotonic
+        self.run_blocking = run_blocking
         self.controller = Controller(store, self.node_id, self._unclean_for)
         self.sync = MetadataSync(store, calls, partitions, brokers, self._applied,
                                  before_everything=self._register_if_lost)
-        self.fetchers: dict[int, tuple[ReplicaFetcher, asyncio.Task[None]]] = {}
+        self.fetchers: dict[int, tuple[Fetcher, asyncio.Task[None]]] = {}
         self._controller_dirty = asyncio.Event()
         self._session_lost = False
         self._tasks: asyncio.TaskGroup | None = None
@@ -83,7 +103,7 @@ class ClusterMembership:
     def register(self) -> None:
         """Blocking: register this broker (NodeIdInUse if another live broker has our id)."""
         self.store.register_broker(self.registration())
-        self.lease.renew(time.monotonic())
+        self.lease.renew(self.monotonic())
 
     def watch(self) -> None:
         """Have the store's notifications recorded by the sync (from now on: call before
@@ -149,12 +169,14 @@ class ClusterMembership:
             registration = self.brokers.live.get(leader_id)
             if leader_id in self.fetchers or registration is None:
                 continue
-            fetcher = ReplicaFetcher(self.node_id, leader_id, registration.host,
-                                     registration.port, self.partitions.all_partitions,
-                                     self.config)
+            fetcher = self.fetcher_factory(leader_id, registration)
             self.fetchers[leader_id] = (fetcher, self._tasks.create_task(fetcher.run()))
         for fetcher, _ in self.fetchers.values():
             fetcher.wake.set()
+
+    def _real_fetcher(self, leader_id: int, registration: BrokerRegistration) -> Fetcher:
+        return ReplicaFetcher(self.node_id, leader_id, registration.host, registration.port,
+                              self.partitions.all_partitions, self.config)
 
     def stop_fetchers(self) -> None:
         for _, task in self.fetchers.values():
@@ -187,10 +209,10 @@ class ClusterMembership:
         (SIGSTOP, a stall): that time is excused to the followers, who could not fetch."""
         lag_ms = self.config["replica.lag.time.max.ms"]
         interval_s = max(lag_ms / 2000, 0.05)
-        last = time.monotonic()
+        last = self.monotonic()
         while True:
             await asyncio.sleep(interval_s)
-            now = time.monotonic()
+            now = self.monotonic()
             late_s = now - last - interval_s
             last = now
             stalled_ms = int(late_s * 1000) if late_s > STALL_TOLERANCE_S else 0
@@ -218,7 +240,7 @@ class ClusterMembership:
                 if partition.is_replicated and (last is None or last[0] is not partition
                                                 or last[1] != partition.high_watermark):
                     due.append((partition, partition.high_watermark))
-            done = await asyncio.to_thread(_write_checkpoints, due)
+            done = await self.run_blocking(_write_checkpoints, due)
             current = {(p.topic, p.index) for p in self.partitions.all_partitions()}
             written = {key: value for key, value in written.items() if key in current}
             written.update(((p.topic, p.index), (p, hw)) for p, hw in done)
@@ -228,7 +250,7 @@ class ClusterMembership:
     async def _lease_loop(self) -> None:
         interval_s = self.lease.duration_s / 5
         while True:
-            asked_at = time.monotonic()
+            asked_at = self.monotonic()
             try:
                 confirmed = await self.calls.within(interval_s * 2, self.store.confirm_session)
             except StoreUnavailable:
@@ -278,8 +300,8 @@ class ClusterMembership:
             return
         log.info("broker %d: controlled shutdown moved %d partition states", self.node_id,
                  moved)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:  # the sync applies the moves as they are read
+        deadline = self.monotonic() + timeout_s
+        while self.monotonic() < deadline:  # the sync applies the moves as they are read
             if not any(p.is_leader and len(p.isr) > 1
                        for p in self.partitions.all_partitions()):
                 return

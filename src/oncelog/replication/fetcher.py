@@ -31,7 +31,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..partition import Partition
 from ..protocol import messages
@@ -43,6 +43,15 @@ if TYPE_CHECKING:
     from ..broker.config import BrokerConfig
 
 log = logging.getLogger(__name__)
+
+
+class LeaderClient(Protocol):
+    """What the fetcher asks its leader through (``BrokerClient``: one TCP connection)."""
+
+    async def request(self, request: Any, version: int) -> Any: ...
+
+    def close(self) -> None: ...
+
 
 FETCH_VERSION = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
@@ -58,7 +67,9 @@ EpochTopic = EpochRequest.OffsetForLeaderTopic
 
 class ReplicaFetcher:
     def __init__(self, node_id: int, leader_id: int, host: str, port: int,
-                 partitions: Callable[[], Iterable[Partition]], config: BrokerConfig) -> None:
+                 partitions: Callable[[], Iterable[Partition]], config: BrokerConfig, *,
+                 client: LeaderClient | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self.address = (host, port)
@@ -67,8 +78,10 @@ class ReplicaFetcher:
         self.partition_max_bytes = config["replica.fetch.max.bytes"]
         self.response_max_bytes = config["replica.fetch.response.max.bytes"]
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
-        self.client = BrokerClient(host, port,
-                                   timeout_s=self.wait_max_ms / 1000 + 30)
+        # how requests reach the leader (a simulation passes its own) and the clock
+        self.client: LeaderClient = client or BrokerClient(
+            host, port, timeout_s=self.wait_max_ms / 1000 + 30)
+        self.monotonic = monotonic
         self._checked_epoch: dict[str, int] = {}  # partition -> leader epoch we truncated for
         self._retry_at: dict[str, tuple[float, int]] = {}  # partition -> (when, for epoch)
         self.wake = asyncio.Event()
@@ -77,7 +90,7 @@ class ReplicaFetcher:
         return f"ReplicaFetcher(broker {self.node_id} <- leader {self.leader_id})"
 
     def followed(self) -> list[Partition]:
-        now = time.monotonic()
+        now = self.monotonic()
         return [p for p in self._partitions()
                 if p.leader_id == self.leader_id and not p.is_leader
                 and not self._backing_off(p, now)]
@@ -116,7 +129,7 @@ class ReplicaFetcher:
 
     def _idle_wait_s(self) -> float:
         """Until the earliest back-off ends (or a state change wakes us)."""
-        now = time.monotonic()
+        now = self.monotonic()
         ends = [until - now for until, _ in self._retry_at.values() if until > now]
         return max(0.005, min(ends, default=self.backoff_s or 0.1))
 
@@ -219,4 +232,4 @@ class ReplicaFetcher:
             else self.backoff_s
         log.debug("%s: %s from leader %d; retrying in %.2f s", partition, code.name,
                   self.leader_id, delay_s)
-        self._retry_at[str(partition)] = (time.monotonic() + delay_s, partition.leader_epoch)
+        self._retry_at[str(partition)] = (self.monotonic() + delay_s, partition.leader_epoch)

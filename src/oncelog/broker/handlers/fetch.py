@@ -33,7 +33,6 @@ Behaviour:
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import cast
 
 from ...partition import IsolationLevel, Partition
@@ -55,10 +54,11 @@ AbortedTransaction = PartitionData.AbortedTransaction
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     isolation = IsolationLevel.from_wire(request.isolation_level)
     max_bytes = min(request.max_bytes, ctx.broker.config["fetch.max.bytes"])
-    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000
+    loop = asyncio.get_running_loop()  # its clock: a simulation's loop keeps virtual time
+    deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
     while True:
         topics, total_bytes, has_error, partitions = _read_all(ctx, request, isolation, max_bytes)
-        remaining = deadline - time.monotonic()
+        remaining = deadline - loop.time()
         if total_bytes >= request.min_bytes or has_error or remaining <= 0:
             return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
                                  responses=topics)
