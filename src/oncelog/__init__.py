@@ -7,6 +7,8 @@ what its modules hold):
   header, error codes; no sockets, no asyncio.
 - ``storage`` - the on-disk log of one partition: segments, indexes, recovery, retention,
   compaction, producer-state snapshots, the leader-epoch checkpoint.
+- ``net`` - a Kafka-protocol connection to another broker, for the requests brokers and
+  oncelog's tools send themselves (a follower's fetches, transaction markers, metadata).
 - ``partition`` - one replica's state (LEO, HW, LSO, leader epoch, ISR, producer state), its
   produce/fetch rules, and the replicas this broker hosts.
 - ``coordinator`` - the group and transaction coordinators and their internal topics

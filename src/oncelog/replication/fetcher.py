@@ -33,11 +33,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, cast
 
+from ..net.client import BrokerClient
 from ..partition import Partition
 from ..protocol import messages
 from ..protocol.messages import FetchResponse, OffsetForLeaderEpochResponse
 from ..protocol.errors import ErrorCode, KafkaError
-from .client import BrokerClient
 
 if TYPE_CHECKING:
     from ..broker.config import BrokerConfig

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from ...replication.client import BrokerClient
+from ...net.client import BrokerClient
 from ..group.offsets_topic import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
