@@ -7,6 +7,7 @@ what its modules hold):
   header, error codes; no sockets, no asyncio.
 - ``storage`` - the on-disk log of one partition: segments, indexes, recovery, retention,
   compaction, producer-state snapshots, the leader-epoch checkpoint.
+- ``config`` - broker and topic configs under Kafka's names, read by every layer above.
 - ``net`` - a Kafka-protocol connection to another broker, for the requests brokers and
   oncelog's tools send themselves (a follower's fetches, transaction markers, metadata).
 - ``partition`` - one replica's state (LEO, HW, LSO, leader epoch, ISR, producer state), its
@@ -17,7 +18,7 @@ what its modules hold):
   and a broker's membership of a cluster.
 - ``replication`` - followers fetching from their leaders.
 - ``broker`` - the broker process: listener, dispatch, one handler module per Kafka API,
-  configuration and resource limits.
+  resource limits.
 - ``client`` - guarantee presets over confluent-kafka: producers, consumers, a reader, the
   exactly-once consume-transform-produce loop, transactions as an administrator sees them.
 - ``cluster`` - ZooKeeper and N brokers on one machine (``oncelog cluster``).

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..config import BrokerConfig, ConfigError
 from ..controller.metadata_store import LocalMetadataStore
 from ..controller.live_brokers import LiveBrokers
 from ..controller.store import BrokerRegistration, MetadataStore, NodeIdInUse, StoreUnavailable
@@ -40,7 +41,7 @@ from ..coordinator.transaction.coordinator import TransactionCoordinator
 from ..coordinator.transaction.markers import TransactionMarkers
 from ..coordinator.transaction.state_topic import TransactionStateTopic
 from ..partition import Flusher, LeadershipLease, PartitionManager
-from .config import BrokerConfig, ConfigError, parse_listener
+from .listeners import parse_listener
 from .server import Connection
 from .writable import WriteWaiter
 

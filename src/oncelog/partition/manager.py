@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
-from ..broker.config import BrokerConfig, ConfigError, validate_topic_configs
+from ..config import BrokerConfig, ConfigError, validate_topic_configs
 from ..controller.store import (MetadataStore, PartitionState, TopicExists, TopicRecord,
                                 new_topic_id)
 from ..protocol.errors import ErrorCode, KafkaError

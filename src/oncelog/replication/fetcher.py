@@ -40,7 +40,7 @@ from ..protocol.messages import FetchResponse, OffsetForLeaderEpochResponse
 from ..protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from ..broker.config import BrokerConfig
+    from ..config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
