@@ -91,16 +91,17 @@ class Broker:
         self.offsets_topic = OffsetsTopic(self.partitions, clock)
         self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(config),
                                                   self.offsets_topic, clock)
+        # this broker's view of the cluster: live brokers and the controller
+        self.brokers = LiveBrokers()
+        self.controller_id = -1
         self.transaction_state_topic = TransactionStateTopic(self.partitions, clock)
-        self.transaction_markers = TransactionMarkers(self)
+        self.transaction_markers = TransactionMarkers(
+            self.node_id, self.partitions, self.group_coordinator, self.brokers.address)
         self.transaction_coordinator = TransactionCoordinator(
             config, self.transaction_state_topic, self.producer_ids.allocate,
             self.transaction_markers, clock)
         self.connections: set[Connection] = set()
         self.cluster_id = ""
-        # this broker's view of the cluster: live brokers and the controller
-        self.brokers = LiveBrokers()
-        self.controller_id = -1
         self.membership: ClusterMembership | None = None  # in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
