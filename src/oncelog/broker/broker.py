@@ -93,7 +93,6 @@ class Broker:
                                                   self.offsets_topic, clock)
         # this broker's view of the cluster: live brokers and the controller
         self.brokers = LiveBrokers()
-        self.controller_id = -1
         self.transaction_state_topic = TransactionStateTopic(self.partitions, clock)
         self.transaction_markers = TransactionMarkers(
             self.node_id, self.partitions, self.group_coordinator, self.brokers.address)
@@ -102,6 +101,7 @@ class Broker:
             self.transaction_markers, clock)
         self.connections: set[Connection] = set()
         self.cluster_id = ""
+        self.controller_id = -1
         self.membership: ClusterMembership | None = None  # in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
