@@ -7,15 +7,19 @@ what its modules hold):
   header, error codes; no sockets, no asyncio.
 - ``storage`` - the on-disk log of one partition: segments, indexes, recovery, retention,
   compaction, producer-state snapshots, the leader-epoch checkpoint.
+- ``config`` - broker and topic configs under Kafka's names, read by every layer above.
+- ``net`` - a Kafka-protocol connection to another broker, for the requests brokers and
+  oncelog's tools send themselves (a follower's fetches, transaction markers, metadata).
 - ``partition`` - one replica's state (LEO, HW, LSO, leader epoch, ISR, producer state), its
   produce/fetch rules, and the replicas this broker hosts.
 - ``coordinator`` - the group and transaction coordinators and their internal topics
   (``__consumer_offsets``, ``__transaction_state``).
-- ``controller`` - the metadata store (a local file or ZooKeeper), elections, producer ids,
-  and a broker's membership of a cluster.
+- ``controller`` - the metadata store (a local file or ZooKeeper), elections, producer ids.
 - ``replication`` - followers fetching from their leaders.
+- ``membership`` - a broker's membership of a cluster: the metadata sync (only forward), ISR
+  changes, the leadership lease, the controller role.
 - ``broker`` - the broker process: listener, dispatch, one handler module per Kafka API,
-  configuration and resource limits.
+  resource limits.
 - ``client`` - guarantee presets over confluent-kafka: producers, consumers, a reader, the
   exactly-once consume-transform-produce loop, transactions as an administrator sees them.
 - ``cluster`` - ZooKeeper and N brokers on one machine (``oncelog cluster``).

@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.protocol import messages
 from oncelog.protocol.errors import ErrorCode
-from oncelog.replication.client import BrokerClient
+from oncelog.net.client import BrokerClient
 
 from .raw import RawConnection
 

@@ -1,4 +1,4 @@
-"""The broker process: connections, requests, configuration and what one client may cost.
+"""The broker process: connections, requests, listeners and what one client may cost.
 
 - ``broker`` - ``Broker``: owns the state holders (partitions, both coordinators, the
   metadata store and, in cluster mode, its membership) and runs the listener and the
@@ -7,9 +7,9 @@
   request order per connection; ``writable`` waits on a full socket for ``os.sendfile``.
 - ``dispatch`` - routes a decoded request to its module in ``handlers`` (one per Kafka API)
   and turns every failure into a Kafka error code; ``context`` is what a handler receives.
-- ``config`` - broker and topic configs under Kafka's names (defaults, ``--config`` file,
-  ``--set``); ``kafka_config_names`` - Apache Kafka's own names, so an unused Kafka setting
-  is told apart from a misspelt one.
+- ``listeners`` - ``parse_listener``: ``listeners`` and ``advertised.listeners`` as HOST:PORT.
+  The configs themselves (``BrokerConfig``, topic configs, describing them) are in
+  ``oncelog.config``, below the packages that read them.
 - ``limits`` - memory, connection, idle-time and log-line bounds per client
   (``queued.max.request.bytes``, ``max.connections``, ...); ``allocator`` - the C
   allocator's settings for a broker process.

@@ -11,7 +11,7 @@ timers (timed-out transactions, expired transactional ids) and the periodic log 
 
 With ``zookeeper.connect`` set the broker is a member of a cluster: its metadata store is
 ZooKeeper, it registers itself (refusing to start when a live broker has its ``node.id``),
-hosts only the replicas assigned to it, and runs ``controller.membership`` (metadata sync,
+hosts only the replicas assigned to it, and runs ``membership`` (metadata sync,
 follower fetchers, ISR changes, the leadership lease, the controller role) beside the tasks
 above. ``__consumer_offsets`` and ``__transaction_state`` are then created on the first
 FindCoordinator of their kind, with ``offsets.topic.replication.factor`` /
@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..config import BrokerConfig, ConfigError
 from ..controller.metadata_store import LocalMetadataStore
 from ..controller.live_brokers import LiveBrokers
 from ..controller.store import (BrokerRegistration, MetadataStore, NodeIdInUse, StoreCalls,
@@ -42,12 +43,12 @@ from ..coordinator.transaction.coordinator import TransactionCoordinator
 from ..coordinator.transaction.markers import TransactionMarkers
 from ..coordinator.transaction.state_topic import TransactionStateTopic
 from ..partition import Flusher, LeadershipLease, PartitionManager
-from .config import BrokerConfig, ConfigError, parse_listener
+from .listeners import parse_listener
 from .server import Connection
 from .writable import WriteWaiter
 
 if TYPE_CHECKING:
-    from ..controller.membership import ClusterMembership
+    from ..membership import ClusterMembership
 
 log = logging.getLogger(__name__)
 
@@ -94,15 +95,16 @@ class Broker:
         self.offsets_topic = OffsetsTopic(self.partitions, clock)
         self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(config),
                                                   self.offsets_topic, clock)
+        # this broker's view of the cluster: live brokers and the controller
+        self.brokers = LiveBrokers()
         self.transaction_state_topic = TransactionStateTopic(self.partitions, clock)
-        self.transaction_markers = TransactionMarkers(self)
+        self.transaction_markers = TransactionMarkers(
+            self.node_id, self.partitions, self.group_coordinator, self.brokers.address)
         self.transaction_coordinator = TransactionCoordinator(
             config, self.transaction_state_topic, self.producer_ids,
             self.transaction_markers, clock)
         self.connections: set[Connection] = set()
         self.cluster_id = ""
-        # this broker's view of the cluster: live brokers and the controller
-        self.brokers = LiveBrokers()
         self.membership: ClusterMembership | None = None  # in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
@@ -230,7 +232,7 @@ class Broker:
 
     async def _join_cluster(self) -> None:
         """Connect to ZooKeeper (retrying, one line per attempt) and read the cluster."""
-        from ..controller.membership import ClusterMembership
+        from ..membership import ClusterMembership
         from ..controller.zookeeper_store import ZooKeeperMetadataStore
         assert isinstance(self.store, ZooKeeperMetadataStore)  # cluster mode's
         try:

@@ -63,7 +63,7 @@ def main() -> None:
 def broker(listen, data_dir, config_file, settings, log_level) -> None:
     """Run a broker until SIGINT or SIGTERM."""
     from ..broker.broker import Broker
-    from ..broker.config import BrokerConfig, ConfigError, read_properties
+    from ..config import BrokerConfig, ConfigError, read_properties
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -14,13 +14,13 @@ A command without the option calls ``check_bootstrap`` itself.
 from __future__ import annotations
 
 import functools
-import logging
 from pathlib import Path
 
 import click
 
 from ..client.bootstrap import BrokerUnreachable, parse_bootstrap
 from ..client.bootstrap import check_bootstrap as _check
+from ..client.librdkafka import quiet_logger
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -74,12 +74,6 @@ def admin_client(bootstrap: str):
     # Looking a topic up must not create it, whatever the broker's auto-creation setting.
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000,
                         "allow.auto.create.topics": False, "logger": quiet_logger()})  # type: ignore[dict-item]
-
-
-def quiet_logger() -> logging.Logger:
-    quiet = logging.getLogger("oncelog.client.librdkafka")
-    quiet.setLevel(logging.CRITICAL)
-    return quiet
 
 
 def wait_for(future, what: str, timeout: float = 15.0):

@@ -14,6 +14,8 @@
 - ``bootstrap`` — ``check_bootstrap``: a bootstrap address parsed and probed (resolves,
   connects, answers ApiVersions) before a command builds a client, so an unreachable one
   is one sentence within seconds, not a librdkafka timeout.
+- ``librdkafka`` — ``quiet_logger``: keeps librdkafka's own log lines out of the terminal of
+  oncelog's tools (the CLI, the example pipeline).
 
 The same guarantee names exist on both sides, so import the module and pick from it::
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from ..protocol import messages
-from ..replication.client import BrokerClient
+from ..net.client import BrokerClient
 from .bootstrap import describe_connection_error, parse_bootstrap
 
 METADATA_VERSION = 9

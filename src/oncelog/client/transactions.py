@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ..protocol import messages
 from ..protocol.errors import ErrorCode
-from ..replication.client import BrokerClient
+from ..net.client import BrokerClient
 from .bootstrap import parse_bootstrap
 from .metadata import fetch_metadata
 

@@ -10,11 +10,10 @@ one JSON file in the data directory (the single-broker default, no extra process
 
 - ``controller`` — the controller role: elections over the whole cluster, by compare-and-set,
   after the pure rules of ``elections`` (clean and unclean, controlled shutdown).
-- ``membership`` — ``ClusterMembership``: what a broker does in cluster mode besides serving
-  requests (metadata sync, ISR changes, the leadership lease, the controller role, controlled
-  shutdown); ``metadata_sync`` — the broker's view kept up to date one reported change at a
-  time, only forward; ``live_brokers`` — which brokers are live, the controller, and which
-  brokers Metadata lists.
+- ``live_brokers`` — which brokers are live, the controller, and which brokers Metadata
+  lists. (What a broker does in a cluster besides serving requests - the metadata sync, ISR
+  changes, the lease, the controller role - is ``oncelog.membership``, above the partitions
+  and fetchers it drives.)
 - ``producer_ids`` — producer ids unique across restarts and brokers, in reserved blocks.
 """
 

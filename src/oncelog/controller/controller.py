@@ -7,7 +7,7 @@ and on a slow timer: every partition's state is re-read and passed through
 ``unclean.leader.election.enable``; a changed state is written with compare-and-set against
 the version just read, and re-read and retried when someone (a leader changing its ISR)
 wrote first. Brokers learn of the new states through the store's watches and change roles
-themselves (``controller.membership``) — there is no LeaderAndIsr request: the store is the
+themselves (``membership``) — there is no LeaderAndIsr request: the store is the
 only channel, so a broker can never act on a state the store does not hold.
 
 ``move_leadership_away`` is the stopping broker's half of a controlled shutdown (SIGTERM):

@@ -45,6 +45,11 @@ class LiveBrokers:
             self._departed.pop(node_id, None)
         self.live = dict(live)
 
+    def address(self, node_id: int) -> tuple[str, int] | None:
+        """Where a live broker listens (host, port); None when it is not live."""
+        registration = self.live.get(node_id)
+        return None if registration is None else (registration.host, registration.port)
+
     def listed(self) -> list[BrokerRegistration]:
         """Live brokers and those departed less than ``departed_listed_s`` ago, by node id."""
         now = self._monotonic()

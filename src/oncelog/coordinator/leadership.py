@@ -1,6 +1,6 @@
 """In a cluster, each coordinator serves the partitions of its topic this broker leads.
 
-After every change of this broker's metadata (``controller.membership`` calls ``follow``),
+After every change of this broker's metadata (``membership`` calls ``follow``),
 the group coordinator loads the ``__consumer_offsets`` partitions this broker now leads and
 unloads the ones it stopped leading, and the transaction coordinator does the same with
 ``__transaction_state`` (Kafka's ``onLeadershipChange`` / ``onResignation``).

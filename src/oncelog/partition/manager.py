@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from ..broker.config import BrokerConfig, ConfigError, validate_topic_configs
+from ..config import BrokerConfig, ConfigError, validate_topic_configs
 from ..controller.store import (MetadataStore, PartitionState, StoreCalls, StoreUnavailable,
                                 TopicExists, TopicListing, TopicRecord, new_topic_id)
 from ..protocol.errors import ErrorCode, KafkaError

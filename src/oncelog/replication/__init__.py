@@ -1,9 +1,8 @@
-"""Replication between brokers: a follower's fetcher per leader (``fetcher``) over a small
-inter-broker client (``client``). The leader's side — follower progress, the ISR, the high
+"""Replication between brokers: a follower's fetcher per leader (``fetcher``), over the
+inter-broker client of ``net``. The leader's side — follower progress, the ISR, the high
 watermark — lives with the partition (``partition.replicas``, ``Partition``); ISR changes are
-written to the metadata store by ``controller.membership``."""
+written to the metadata store by ``membership``."""
 
-from .client import BrokerClient
 from .fetcher import ReplicaFetcher
 
-__all__ = ["BrokerClient", "ReplicaFetcher"]
+__all__ = ["ReplicaFetcher"]

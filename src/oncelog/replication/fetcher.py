@@ -33,14 +33,14 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from ..net.client import BrokerClient
 from ..partition import Partition
 from ..protocol import messages
 from ..protocol.messages import FetchResponse, OffsetForLeaderEpochResponse
 from ..protocol.errors import ErrorCode, KafkaError
-from .client import BrokerClient
 
 if TYPE_CHECKING:
-    from ..broker.config import BrokerConfig
+    from ..config import BrokerConfig
 
 log = logging.getLogger(__name__)
 

@@ -260,7 +260,7 @@ class Lookups:
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         from confluent_kafka.admin import AdminClient
-        from ..cli.common import quiet_logger
+        from ..client.librdkafka import quiet_logger
         self.bootstrap = bootstrap
         self.topic = topic
         self.admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})  # type: ignore[dict-item]

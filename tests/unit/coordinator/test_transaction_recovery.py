@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from oncelog.broker.broker import Broker
-from oncelog.broker.config import BrokerConfig
+from oncelog.config import BrokerConfig
 from oncelog.coordinator.transaction import metadata as txn
 from oncelog.coordinator.transaction.state import TransactionState
 from oncelog.protocol.batches import iter_headers

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from oncelog.broker.config import BrokerConfig
+from oncelog.config import BrokerConfig
 from oncelog.controller import LocalMetadataStore, PartitionState, TopicRecord
 from oncelog.partition import PartitionManager
 from tests.fake_clock import FakeClock

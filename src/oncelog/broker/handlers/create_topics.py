@@ -22,7 +22,7 @@ from collections import Counter
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import CreateTopicsRequest, CreateTopicsResponse
-from ..config import describe_topic_configs
+from ...config import describe_topic_configs
 from ..context import RequestContext
 
 API_KEY = ApiKey.CREATE_TOPICS

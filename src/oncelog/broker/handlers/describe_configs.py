@@ -10,10 +10,10 @@ Version notes: v3 adds config types and documentation.
 
 from __future__ import annotations
 
+from ...config import ConfigEntry, describe_broker_configs, describe_topic_configs
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
-from ..config import ConfigEntry, describe_broker_configs, describe_topic_configs
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS

@@ -18,7 +18,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ..internal_topic import InternalTopic
 
 if TYPE_CHECKING:
-    from ...broker.config import BrokerConfig
+    from ...config import BrokerConfig
     from .coordinator import GroupCoordinator
 
 OFFSETS_TOPIC = "__consumer_offsets"

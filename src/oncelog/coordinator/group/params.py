@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ...broker.config import BrokerConfig
+    from ...config import BrokerConfig
 
 CLASSIC_GROUP_TYPE = "classic"
 

@@ -50,7 +50,7 @@ from .state import TransactionState
 from .state_topic import TransactionStateTopic
 
 if TYPE_CHECKING:
-    from ...broker.config import BrokerConfig
+    from ...config import BrokerConfig
     from .markers import TransactionMarkers
 
 log = logging.getLogger(__name__)

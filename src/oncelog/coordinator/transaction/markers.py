@@ -17,6 +17,11 @@ stops sending.
 append the marker, wait until the ISR has it, and - for a partition of
 ``__consumer_offsets`` - let the group coordinator apply or drop the transaction's pending
 offsets.
+
+What it uses is handed to it at construction, as Kafka hands its marker channel manager the
+metadata cache and a network client: this broker's node id, the partitions it hosts (their
+leaders, as the metadata store last said), the group coordinator, a lookup of a broker's
+address by node id, and a way to open a connection to one.
 """
 
 from __future__ import annotations
@@ -28,11 +33,12 @@ from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from ...replication.client import BrokerClient
+from ...net.client import BrokerClient
 from ..group.offsets_topic import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
-    from ...broker.broker import Broker
+    from ...partition import PartitionManager
+    from ..group import GroupCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +49,23 @@ _GIVE_UP = {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}  # when the topic is gone from
 
 M = WriteTxnMarkersRequest.WritableTxnMarker
 _Results = dict[tuple[str, int], ErrorCode]  # per partition
+# node id -> (host, port) of a live broker, or None when it is not live
+BrokerAddress = Callable[[int], tuple[str, int] | None]
+Connect = Callable[[str, int], BrokerClient]
 
 
-async def write_marker_locally(broker: Broker, topic: str, index: int, producer_id: int,
-                               producer_epoch: int, commit: bool,
+def _connect(host: str, port: int) -> BrokerClient:
+    """One connection to a partition leader, for its WriteTxnMarkers requests."""
+    return BrokerClient(host, port, timeout_s=MARKER_TIMEOUT_MS / 1000 + 5)
+
+
+async def write_marker_locally(partitions: PartitionManager,
+                               group_coordinator: GroupCoordinator, topic: str, index: int,
+                               producer_id: int, producer_epoch: int, commit: bool,
                                coordinator_epoch: int) -> ErrorCode:
     """Append the marker to this broker's leader replica and wait for its ISR."""
     try:
-        partition = broker.partitions.get_partition(topic, index)
+        partition = partitions.get_partition(topic, index)
         info = partition.write_txn_marker(producer_id, producer_epoch, commit,
                                           coordinator_epoch)
     except KafkaError as error:
@@ -64,13 +79,19 @@ async def write_marker_locally(broker: Broker, topic: str, index: int, producer_
         if code != ErrorCode.NONE:
             return code
     if topic == OFFSETS_TOPIC:
-        broker.group_coordinator.complete_transaction(index, producer_id, commit)
+        group_coordinator.complete_transaction(index, producer_id, commit)
     return ErrorCode.NONE
 
 
 class TransactionMarkers:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, node_id: int, partitions: PartitionManager,
+                 group_coordinator: GroupCoordinator, broker_address: BrokerAddress,
+                 connect: Connect = _connect) -> None:
+        self.node_id = node_id
+        self.partitions = partitions
+        self.group_coordinator = group_coordinator
+        self._broker_address = broker_address
+        self._connect = connect
         self._clients: dict[int, BrokerClient] = {}
 
     async def write_all(self, partitions: list[tuple[str, int]], producer_id: int,
@@ -99,7 +120,7 @@ class TransactionMarkers:
                                 producer_epoch, topic, index)
                     pending.discard((topic, index))
                 elif code == ErrorCode.NONE or (code in _GIVE_UP
-                                                and topic not in self.broker.partitions.topics):
+                                                and topic not in self.partitions.topics):
                     pending.discard((topic, index))
                 else:
                     log.info("marker for producer %d in %s-%d: %s; retrying", producer_id,
@@ -122,7 +143,7 @@ class TransactionMarkers:
                 by_leader.setdefault(leader, []).append((topic, index))
         rounds: list[Awaitable[_Results]] = []
         for leader, owned in by_leader.items():
-            if leader == self.broker.node_id:
+            if leader == self.node_id:
                 rounds += [self._local(topic, index, producer_id, producer_epoch, commit,
                                        coordinator_epoch) for topic, index in owned]
             else:
@@ -135,26 +156,25 @@ class TransactionMarkers:
         return results
 
     def _leader_of(self, topic: str, index: int) -> int | None:
-        known = self.broker.partitions.topics.get(topic)
+        known = self.partitions.topics.get(topic)
         if known is None or not 0 <= index < len(known.states):
             return None
         return known.states[index].leader
 
     async def _local(self, topic: str, index: int, producer_id: int, producer_epoch: int,
                      commit: bool, coordinator_epoch: int) -> _Results:
-        code = await write_marker_locally(self.broker, topic, index, producer_id,
-                                          producer_epoch, commit, coordinator_epoch)
+        code = await write_marker_locally(self.partitions, self.group_coordinator, topic, index,
+                                          producer_id, producer_epoch, commit, coordinator_epoch)
         return {(topic, index): code}
 
     async def _remote(self, leader: int, partitions: list[tuple[str, int]], producer_id: int,
                       producer_epoch: int, commit: bool, coordinator_epoch: int) -> _Results:
-        registration = self.broker.live_brokers.get(leader)
-        if registration is None:
+        address = self._broker_address(leader)
+        if address is None:
             return {p: ErrorCode.LEADER_NOT_AVAILABLE for p in partitions}
         client = self._clients.get(leader)
-        if client is None or (client.host, client.port) != (registration.host, registration.port):
-            client = self._clients[leader] = BrokerClient(registration.host, registration.port,
-                                                          timeout_s=MARKER_TIMEOUT_MS / 1000 + 5)
+        if client is None or (client.host, client.port) != address:
+            client = self._clients[leader] = self._connect(*address)
         topics: dict[str, list[int]] = {}
         for topic, index in partitions:
             topics.setdefault(topic, []).append(index)

@@ -20,7 +20,7 @@ from ..internal_topic import InternalTopic
 from .records import TRANSACTION_STATE_TOPIC
 
 if TYPE_CHECKING:
-    from ...broker.config import BrokerConfig
+    from ...config import BrokerConfig
 
 
 class TransactionStateTopic(InternalTopic):

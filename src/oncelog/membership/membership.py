@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..partition import LeadershipLease, Partition, PartitionManager
 from ..replication.fetcher import ReplicaFetcher
-from .controller import Controller
-from .live_brokers import LiveBrokers
+from ..controller.controller import Controller
+from ..controller.live_brokers import LiveBrokers
 from .metadata_sync import MetadataSync, Work
-from .store import (BrokerRegistration, MetadataChange, MetadataEvent, MetadataStore,
+from ..controller.store import (BrokerRegistration, MetadataChange, MetadataEvent, MetadataStore,
                     PartitionState, StoreCalls, StoreUnavailable, TopicRecord)
 
 if TYPE_CHECKING:
-    from ..broker.config import BrokerConfig
+    from ..config import BrokerConfig
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from oncelog.broker.config import (BROKER_CONFIGS, DAY_MS, TOPIC_CONFIGS, BrokerConfig,
-                                   ConfigError, ConfigSource, ConfigType,
-                                   describe_broker_configs, describe_topic_configs,
-                                   parse_listener, read_properties, validate_topic_configs)
+from oncelog.config import (BROKER_CONFIGS, DAY_MS, TOPIC_CONFIGS, BrokerConfig, ConfigError,
+                            ConfigSource, ConfigType, describe_broker_configs,
+                            describe_topic_configs, read_properties, validate_topic_configs)
 
 
 def entries_by_name(entries):
@@ -227,31 +226,6 @@ def test_kafkas_unused_topic_configs_are_dropped_not_refused():
 def test_bad_topic_configs_name_the_topic_config(configs, message):
     with pytest.raises(ConfigError, match=message):
         validate_topic_configs(configs)
-
-
-# -- listeners ----------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("listener, expected", [
-    ("PLAINTEXT://127.0.0.1:9092", ("127.0.0.1", 9092)),
-    ("localhost:0", ("localhost", 0)),
-    ("PLAINTEXT://:9092", ("0.0.0.0", 9092)),
-    ("PLAINTEXT://[::1]:9093", ("::1", 9093)),
-    ("PLAINTEXT://a:1, PLAINTEXT://b:2", ("a", 1)),
-])
-def test_parse_listener(listener, expected):
-    assert parse_listener(listener) == expected
-
-
-@pytest.mark.parametrize("listener", ["localhost", "PLAINTEXT://host:port", "host:", ""])
-def test_bad_listener(listener):
-    with pytest.raises(ConfigError, match="is not HOST:PORT"):
-        parse_listener(listener)
-
-
-def test_a_listener_port_beyond_65535_is_refused():
-    """The socket layer took 99999 modulo 65536 and the broker said it listened on 99999."""
-    with pytest.raises(ConfigError, match="the port 99999 is not a number from 0 to 65535"):
-        parse_listener("PLAINTEXT://127.0.0.1:99999")
 
 
 # -- describing ---------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """A minimal Kafka-protocol client for broker-to-broker requests (a follower's Fetch and
-OffsetForLeaderEpoch to its leader).
+OffsetForLeaderEpoch to its leader, a transaction coordinator's WriteTxnMarkers) and for the
+few requests oncelog's tools send themselves (``client.metadata``, ``client.transactions``).
 
 One TCP connection, one request in flight at a time (a fetcher waits for each answer before
 sending the next, as Kafka's ``ReplicaFetcherThread`` does), the same codecs the broker

@@ -14,7 +14,7 @@ import time
 import pytest
 import uvloop
 
-from oncelog.replication.client import _ResponseReader
+from oncelog.net.client import _ResponseReader
 
 
 class CountingReader(_ResponseReader):

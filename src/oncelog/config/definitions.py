@@ -1,9 +1,10 @@
 """Broker and topic configuration, under Kafka's own names.
 
 Sources, lowest precedence first: built-in defaults, a ``server.properties``-style file
-(``--config``), repeated ``--set name=value`` flags. Topic configs (``retention.ms``...) default
-to their broker-level counterparts (``log.retention.ms``...), and a topic may override them at
-creation. ``DescribeConfigs`` reports each value with its source, as Kafka does.
+(``--config``, ``read_properties``), repeated ``--set name=value`` flags. Topic configs
+(``retention.ms``...) default to their broker-level counterparts (``log.retention.ms``...), and
+a topic may override them at creation (``validate_topic_configs``). ``DescribeConfigs`` reports
+each value with its source, as Kafka does (``describe``).
 
 A name that is neither oncelog's nor one of Apache Kafka's (``kafka_config_names``) stops the
 broker at start, naming the closest known name: a misspelt ``log.flush.polcy=ack`` would
@@ -359,76 +360,3 @@ def validate_topic_configs(configs: dict[str, str]) -> dict[str, str]:
         parse_value(definition, raw, name)
         used[name] = raw
     return used
-
-
-def parse_listener(listener: str) -> tuple[str, int]:
-    """'PLAINTEXT://host:port' or 'host:port' -> (host, port)."""
-    address = listener.split(",")[0].strip()
-    if "://" in address:
-        address = address.split("://", 1)[1]
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"listener {listener!r} is not HOST:PORT")
-    if int(port) > 65535:  # the socket layer would quietly take it modulo 65536
-        raise ConfigError(f"listener {listener!r}: the port {port} is not a number from 0 "
-                          "to 65535")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-# -- describing configs (DescribeConfigs, CreateTopics v5+) ------------------------------------
-
-class ConfigSource:
-    """DescribeConfigs source ids (Kafka's DescribeConfigsResponse.ConfigSource)."""
-    TOPIC_CONFIG = 1
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-
-
-class ConfigType:
-    BOOLEAN, STRING, INT, LONG = 1, 2, 3, 5
-
-
-@dataclass(frozen=True)
-class ConfigEntry:
-    name: str
-    value: str
-    source: int
-    config_type: int
-    doc: str
-    synonyms: tuple[tuple[str, str, int], ...] = ()  # (name, value, source), most specific first
-
-
-def _config_type(definition: ConfigDef) -> int:
-    if definition.parse is _bool:
-        return ConfigType.BOOLEAN
-    if definition.parse is _int:
-        return ConfigType.LONG if definition.name.endswith((".ms", ".bytes")) else ConfigType.INT
-    return ConfigType.STRING
-
-
-def describe_broker_configs(config: BrokerConfig) -> list[ConfigEntry]:
-    entries = []
-    for name, definition in sorted(BROKER_CONFIGS.items()):
-        raw = config.explicit.get(name, definition.default)
-        source = (ConfigSource.STATIC_BROKER_CONFIG if name in config.explicit
-                  else ConfigSource.DEFAULT_CONFIG)
-        entries.append(ConfigEntry(name, raw, source, _config_type(definition), definition.doc,
-                                   ((name, raw, source),)))
-    return entries
-
-
-def describe_topic_configs(config: BrokerConfig, overrides: dict[str, str]) -> list[ConfigEntry]:
-    """Each topic config with its effective value, its source and the synonyms behind it."""
-    entries = []
-    for name, definition in sorted(TOPIC_CONFIGS.items()):
-        synonyms = []
-        if name in overrides:
-            synonyms.append((name, overrides[name], ConfigSource.TOPIC_CONFIG))
-        if definition.name in config.explicit:
-            synonyms.append((definition.name, config.explicit[definition.name],
-                             ConfigSource.STATIC_BROKER_CONFIG))
-        synonyms.append((definition.name, definition.default, ConfigSource.DEFAULT_CONFIG))
-        _, value, source = synonyms[0]
-        entries.append(ConfigEntry(name, value, source, _config_type(definition),
-                                   definition.doc, tuple(synonyms)))
-    return entries

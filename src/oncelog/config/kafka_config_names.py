@@ -17,6 +17,7 @@ per-listener or plugin settings whose suffixes Kafka does not fix.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 
 _SECURITY = """
 ssl.protocol ssl.provider ssl.cipher.suites ssl.enabled.protocols ssl.keystore.type
@@ -159,7 +160,7 @@ def is_kafka_broker_config(name: str) -> bool:
     return name in KAFKA_BROKER_CONFIGS or name.startswith(OPEN_PREFIXES)
 
 
-def closest(name: str, known) -> str | None:
+def closest(name: str, known: Iterable[str]) -> str | None:
     """The known name nearest to ``name`` by spelling, if any is near enough to suggest."""
     matches = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
     return matches[0] if matches else None

@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..partition import Partition, PartitionManager
-from .live_brokers import LiveBrokers
-from .store import (BrokerRegistration, MetadataChange, MetadataEvent, MetadataStore,
+from ..controller.live_brokers import LiveBrokers
+from ..controller.store import (BrokerRegistration, MetadataChange, MetadataEvent, MetadataStore,
                     PartitionState, StoreCalls, StoreUnavailable, TopicListing, TopicRecord)
 
 log = logging.getLogger(__name__)
