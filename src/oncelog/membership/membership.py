@@ -94,6 +94,13 @@ class ClusterMembership:
         self.fetchers: dict[int, tuple[Fetcher, asyncio.Task[None]]] = {}
         self._controller_dirty = asyncio.Event()
         self._session_lost = False
+        # After a lost session the lease stays revoked until the cluster's state has been
+        # read again under the new session and applied: until then the broker may believe it
+        # leads partitions the controller gave to others meanwhile (found by the simulation:
+        # the lease was renewed as the broker registered again, before it read anything).
+        self._sessions_lost = 0
+        self._read_for_losses = 0
+        self._lease_held_back = False
         self._tasks: asyncio.TaskGroup | None = None
         self._stopping = False
         self.partitions.isr_listener = self._on_isr_proposal
@@ -103,7 +110,8 @@ class ClusterMembership:
     def register(self) -> None:
         """Blocking: register this broker (NodeIdInUse if another live broker has our id)."""
         self.store.register_broker(self.registration())
-        self.lease.renew(self.monotonic())
+        if not self._lease_held_back:
+            self.lease.renew(self.monotonic())
 
     def watch(self) -> None:
         """Have the store's notifications recorded by the sync (from now on: call before
@@ -133,6 +141,8 @@ class ClusterMembership:
             log.warning("broker %d: ZooKeeper session lost; acting as leader of nothing until "
                         "it is back", self.node_id)
             self._session_lost = True
+            self._sessions_lost += 1
+            self._lease_held_back = True
             self.lease.revoke()
         elif change is MetadataChange.SESSION_RESTORED:
             log.info("broker %d: ZooKeeper session restored; registering again", self.node_id)
@@ -144,11 +154,16 @@ class ClusterMembership:
     def _register_if_lost(self) -> None:
         """In the sync's thread, before it reads everything again: after a lost session our
         registration is gone; make it again first."""
+        losses = self._sessions_lost
         if self._session_lost:
             self.register()
             self._session_lost = False
+        self._read_for_losses = losses
 
-    def _applied(self, changed: list[Partition]) -> None:
+    def _applied(self, changed: list[Partition], everything: bool) -> None:
+        if everything and self._lease_held_back and self._read_for_losses == self._sessions_lost:
+            log.info("broker %d: the cluster's state read again; leading again", self.node_id)
+            self._lease_held_back = False
         self._reconcile_fetchers()
         self.on_applied()
 
@@ -255,7 +270,7 @@ class ClusterMembership:
                 confirmed = await self.calls.within(interval_s * 2, self.store.confirm_session)
             except StoreUnavailable:
                 confirmed = False
-            if confirmed:
+            if confirmed and not self._lease_held_back:
                 self.lease.renew(asked_at)
             elif not self._session_lost:  # who is live and in control, as far as we can tell
                 self.sync.request(Work(brokers=True, controller=True))

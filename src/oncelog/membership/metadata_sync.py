@@ -75,14 +75,14 @@ class Read:
 
 class MetadataSync:
     def __init__(self, store: MetadataStore, calls: StoreCalls, partitions: PartitionManager,
-                 brokers: LiveBrokers, on_applied: Callable[[list[Partition]], None],
+                 brokers: LiveBrokers, on_applied: Callable[[list[Partition], bool], None],
                  before_everything: Callable[[], None] | None = None) -> None:
         self.store = store
         self.calls = calls
         self.partitions = partitions
         self.brokers = brokers
         # called on the event loop after each pass, with the local replicas that are new
-        # or whose leader or epoch changed
+        # or whose leader or epoch changed, and whether the pass read everything
         self.on_applied = on_applied
         # called in the reading thread before everything is read (registering again)
         self.before_everything = before_everything
@@ -157,7 +157,7 @@ class MetadataSync:
         read = await self.calls(self._read, work, frozenset(self.watched))
         changed = self._apply(read)
         self.passes += 1
-        self.on_applied(changed)
+        self.on_applied(changed, read.everything)
 
     # -- reading (in a thread) -------------------------------------------------------------
 

@@ -24,17 +24,21 @@ spread evenly; explicit assignments (CreateTopics ``assignments``) are taken as 
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
+import shutil
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TypeVar
 
 from ..config import BrokerConfig, ConfigError, validate_topic_configs
 from ..controller.store import (MetadataStore, PartitionState, StoreCalls, StoreUnavailable,
                                 TopicExists, TopicListing, TopicRecord, new_topic_id)
 from ..protocol.errors import ErrorCode, KafkaError
-from ..storage import Log
+from ..storage import Log, files
 from ..storage.cleaner import LogCleaner
 from .flusher import Flusher
 from .partition import LeadershipLease, Partition, TopicSettings
@@ -155,7 +159,8 @@ class PartitionManager:
             topic.states.append(state)
             replicas = topic.record.replicas(index)
             if self.node_id in replicas:
-                partition = self._open_partition(topic.name, index, settings, replicas)
+                partition = self._open_partition(topic.name, index, settings, replicas,
+                                                 topic.record.topic_id)
                 if state.version >= 0:
                     partition.apply_state(state, replicas)
                 topic.local[index] = partition
@@ -169,8 +174,9 @@ class PartitionManager:
         return TopicSettings.from_configs(self.effective_topic_configs(record))
 
     def _open_partition(self, topic: str, index: int, settings: TopicSettings,
-                        replicas: tuple[int, ...]) -> Partition:
+                        replicas: tuple[int, ...], topic_id: str) -> Partition:
         directory = self.config.data_dir / f"{topic}-{index}"
+        _claim_directory(directory, topic_id)
         log_config = replace(settings.log_config,
                              cache_retain_bytes=self.config["log.cache.retain.bytes"])
         partition_log = Log.open(directory, log_config, self.clock)
@@ -495,6 +501,41 @@ class PartitionManager:
 
 _T = TypeVar("_T")
 NO_STATE = PartitionState(-1, -1, (), version=-1)
+PARTITION_METADATA = "partition.metadata"
+
+
+def kafka_topic_id(topic_id: str) -> str:
+    """A topic id as Kafka writes it: the UUID's 16 bytes in base64url, unpadded."""
+    try:
+        raw = uuid.UUID(topic_id).bytes
+    except ValueError:
+        return topic_id
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _claim_directory(directory: Path, topic_id: str) -> None:
+    """Kafka's ``partition.metadata`` (KIP-516): the id of the topic a replica's directory
+    belongs to. A directory left by an older incarnation of the topic - deleted and created
+    again while this broker was down or cut off - is deleted, not taken for this one's: its
+    records would otherwise be served, and fetched, as the new topic's (found by the
+    simulation: an in-sync replica whose log differed from its leader's)."""
+    path = directory / PARTITION_METADATA
+    expected = kafka_topic_id(topic_id)
+    found = None
+    if path.exists():
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "topic_id":
+                found = value.strip()
+    if found == expected:
+        return
+    if found is not None:
+        log.warning("%s holds a replica of an older incarnation of the topic (topic id %s, "
+                    "now %s); deleting it", directory, found, expected)
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    files.replace(path, f"version: 0\ntopic_id: {expected}\n", fsync=True,
+                  sync_directory=True)
 
 
 def _known_states(record: TopicRecord, states: Sequence[PartitionState | None]

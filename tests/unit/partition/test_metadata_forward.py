@@ -14,7 +14,8 @@ from dataclasses import replace
 
 from oncelog.config import BrokerConfig
 from oncelog.controller import LocalMetadataStore, PartitionState, TopicRecord
-from oncelog.partition import PartitionManager
+from oncelog.partition import AppendOrigin, PartitionManager
+from oncelog.protocol.records import make_batch
 from tests.fake_clock import FakeClock
 
 
@@ -103,3 +104,28 @@ def test_a_grown_topic_opens_its_new_partitions_once(tmp_path):
     smaller = replace(record, partitions=1, assignment=record.assignment[:1])
     partitions.apply_topic(smaller, partitions.store.partition_states("grows", 1))
     assert partitions.topics["grows"].partition_count == 3  # a read from before the growth
+
+
+def test_a_replica_directory_of_an_older_incarnation_is_deleted_not_reused(tmp_path):
+    """Found by the simulation (seed 80): a broker down while its topic was deleted and
+    created again reopened the old incarnation's files as the new topic's replica, then
+    joined the ISR holding records the leader never had. Each directory now names its
+    topic id (Kafka's partition.metadata); another id's files are deleted at open."""
+    from oncelog.partition.manager import PARTITION_METADATA, kafka_topic_id
+    partitions = manager(tmp_path)
+    old = create(partitions, "reborn")
+    partitions.get_partition("reborn", 0).append_records(
+        make_batch([b"old"], timestamp_ms=1), AppendOrigin.CLIENT)
+    directory = partitions.get_partition("reborn", 0).log.directory
+    assert (directory / PARTITION_METADATA).read_text() == (
+        f"version: 0\ntopic_id: {kafka_topic_id(old.topic_id)}\n")
+    partitions.close()  # the broker goes down; meanwhile the topic is deleted, created again
+    again = manager(tmp_path)
+    again.store.delete_topic("reborn")
+    new, states = again.store.create_topic(
+        replace(old, topic_id="7f0e0a5c-7c55-4f0e-9d5b-3f1c3c2f4a11", created_version=-1),
+        [PartitionState(1, 0, (1,))])
+    again.apply_topic(new, states)
+    reopened = again.get_partition("reborn", 0)
+    assert reopened.log_end_offset == 0
+    assert kafka_topic_id(new.topic_id) in (directory / PARTITION_METADATA).read_text()
