@@ -22,6 +22,8 @@ what its modules hold):
 - ``spark`` - the PySpark source and the exactly-once sinks, and the example pipeline.
 - ``verify`` - ``oncelog verify``: workloads, faults, the checker and its report.
 - ``testing`` - the test kit for users' tests and its pytest plugin.
+- ``simulation`` - the world in memory for seeded in-process simulations of a cluster: a
+  ZooKeeper (sessions, ephemerals, watches, zxids) and a kazoo client on it.
 - ``cli`` - the ``oncelog`` command.
 
 Modules: ``demo`` (``oncelog demo``), ``served_process`` (what the server processes oncelog
