@@ -235,8 +235,9 @@ class MemoryKazooClient(KazooClient):  # type: ignore[misc]  # kazoo has no type
             return
         self.state = state
         listeners = list(self.state_listeners)
-        self.handler.dispatch_callback(Callback("state", self._call_listeners,
-                                                (state, listeners)))
+        if listeners:
+            self.handler.dispatch_callback(Callback("state", self._call_listeners,
+                                                    (state, listeners)))
 
     def _call_listeners(self, state: str, listeners: list[Callable[[str], Any]]) -> None:
         for listener in listeners:
