@@ -605,6 +605,11 @@ class MemoryZooKeeper:
         """Every znode's path, ZooKeeper's own included."""
         return iter(self._nodes)
 
+    def stat(self, path: str) -> ZnodeStat | None:
+        """A node's stat as a read would answer, without a session, a watch or a heartbeat."""
+        node = self._nodes.get(path)
+        return None if node is None else node.stat()
+
     def ephemerals(self, session_id: int) -> list[str]:
         """A live session's ephemeral nodes, in the order its end would delete them."""
         return self._live_session(session_id).ephemerals.clone_order()
