@@ -16,13 +16,22 @@ trip on each session (ZooKeeper sends a watch event before the reply to any late
 that connection) and waits, bounded, until kazoo's callback thread has run what it received;
 the memory side delivers. The test ends by comparing the whole tree.
 
-Shown to fail when the memory side diverges: reporting the stored cversion instead of
-creations plus deletions, and firing a deleted node's child watch for a session already told by
-its data watch, each made these seeds fail at their first such step.
+Zxids compared by order cannot see the zxids a failed write or a session uses up;
+``test_failed_writes_and_sessions_use_up_zxids_as_on_a_real_zookeeper`` counts them.
+
+Shown to fail when the memory side diverges (each change below, made on purpose and reverted,
+failed seeds 1 and 2 at their first such step): the stored cversion reported instead of
+creations plus deletions; children listed in insertion order instead of Java's HashSet order;
+RolledBackError instead of RuntimeInconsistency after a multi's failed operation; an ended
+session's ephemerals deleted in creation order instead of Java's; a deletion not moving the
+parent's pzxid. (A deleted node's child watch told again to a session its data watch told
+already cannot be seen through kazoo, which pops both kinds of watchers on the first DELETED:
+tests/unit/simulation covers that one.)
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import types
 from collections.abc import Callable
@@ -30,6 +39,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import ZookeeperError
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 
 from oncelog.controller.zookeeper_store import split_connect
@@ -44,7 +54,7 @@ EXPIRE_AT = STEPS // 2
 SESSION_TIMEOUT_S = 10.0
 NAMES = ("a", "b")
 PATHS = ["/" + "/".join(names) for depth in (1, 2, 3)
-         for names in __import__("itertools").product(NAMES, repeat=depth)]
+         for names in itertools.product(NAMES, repeat=depth)]
 PARENTS = ["/", *PATHS[:6]]
 
 Operation = tuple[Any, ...]
@@ -322,15 +332,20 @@ def whole_tree(side: Side) -> list[Any]:
     return tree
 
 
-# -- the test ---------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("seed", SEEDS)
-def test_memory_zookeeper_answers_as_a_real_zookeeper_3_8(zookeeper_connect, seed):
-    _hosts, chroot = split_connect(zookeeper_connect)
-    setup = raw_client(zookeeper_connect.rsplit("/", 1)[0])
+def _create_chroot(connect: str) -> str:
+    hosts, chroot = split_connect(connect)
+    setup = raw_client(hosts)
     setup.ensure_path(chroot)
     setup.stop()
     setup.close()
+    return chroot
+
+
+# -- the tests --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_memory_zookeeper_answers_as_a_real_zookeeper_3_8(zookeeper_connect, seed):
+    chroot = _create_chroot(zookeeper_connect)
     real, memory = RealSide(zookeeper_connect), MemorySide(chroot)
     rng = random.Random(seed)
     history: list[str] = []
@@ -371,4 +386,61 @@ def test_memory_zookeeper_answers_as_a_real_zookeeper_3_8(zookeeper_connect, see
         assert whole_tree(memory) == whole_tree(real)
         assert dense_ranks(memory.zxids) == dense_ranks(real.zxids)
     finally:
+        real.close()
+
+
+def _zxids_used(client: KazooClient, new_client: Callable[[], KazooClient]) -> list[int]:
+    """How many zxids pass between successive creates around each of: a failed create, a
+    failed set, a failed multi, an empty multi, reads, a session opened and closed."""
+    def create() -> int:
+        return int(client.create("/z-", sequence=True, include_data=True)[1].czxid)
+
+    def failed_multi() -> None:
+        transaction = client.transaction()
+        transaction.create("/fresh")
+        transaction.delete("/missing")
+        transaction.commit()
+
+    def reads() -> None:
+        client.get_children("/")
+        client.exists("/nothing")
+        client.get("/")
+
+    def session() -> None:
+        other = new_client()
+        other.stop()
+        other.close()
+    actions: list[Callable[[], object]] = [
+        lambda: client.create("/missing/child"), lambda: client.set("/", b"x", version=99),
+        failed_multi, lambda: client.transaction().commit(), reads, session]
+    marks = [create()]
+    for action in actions:
+        try:
+            action()
+        except ZookeeperError:
+            pass
+        marks.append(create())
+    return [later - earlier for earlier, later in zip(marks, marks[1:])]
+
+
+def test_failed_writes_and_sessions_use_up_zxids_as_on_a_real_zookeeper(zookeeper_connect):
+    chroot = _create_chroot(zookeeper_connect)
+    memory = MemorySide(chroot)
+
+    def memory_client() -> MemoryKazooClient:
+        client = MemoryKazooClient(memory.zookeeper, hosts="sim" + chroot)
+        client.start()
+        return client
+    expected = _zxids_used(memory.clients["A"], memory_client)
+    assert expected == [2, 2, 2, 2, 1, 3]
+    real = raw_client(zookeeper_connect)
+    try:
+        # another client's session ending meanwhile would use up a zxid too: a few tries
+        for _attempt in range(3):
+            seen = _zxids_used(real, lambda: raw_client(zookeeper_connect))
+            if seen == expected:
+                break
+        assert seen == expected
+    finally:
+        real.stop()
         real.close()
