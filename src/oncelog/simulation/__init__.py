@@ -10,12 +10,15 @@ simulator, Kafka's ``RaftEventSimulationTest``).
   replaced by a ``MemoryZooKeeper``, so code written against kazoo (``ZooKeeperMetadataStore``,
   kazoo's ``DataWatch``/``ChildrenWatch``) runs on it unchanged; callbacks run only when the
   simulation calls ``deliver_events()``.
+- ``java_hash_set`` — ``JavaHashSet``: Java's HashSet iteration order, in which ZooKeeper lists
+  children and deletes an ended session's ephemerals.
 
 ``tests/cluster/test_memory_zookeeper_differential.py`` replays the same random operations on a
 real ZooKeeper 3.8 and on ``MemoryZooKeeper`` and fails on any difference.
 """
 
 from .kazoo_client import MemoryKazooClient, SimulatedHandler
-from .zookeeper import JavaHashSet, MemoryZooKeeper
+from .java_hash_set import JavaHashSet
+from .zookeeper import MemoryZooKeeper
 
 __all__ = ["MemoryZooKeeper", "MemoryKazooClient", "SimulatedHandler", "JavaHashSet"]

@@ -46,21 +46,21 @@ ZooKeeper 3.8.0's source (checked against a real 3.8.0 by
   transaction deleting its ephemeral nodes in the order ZooKeeper does, each firing watches.
 - **Orders** (``DataNode``'s children and the ephemerals of a session are ``java.util.HashSet``s):
   ``get_children`` lists children in Java's HashSet iteration order (JDK 17), and a session's
-  end deletes its ephemerals in the order of ``new ArrayList<>(set.clone())``; ``JavaHashSet``
-  reproduces both, so clients see exactly what a real server shows.
+  end deletes its ephemerals in the order of ``new ArrayList<>(set.clone())``;
+  ``java_hash_set.JavaHashSet`` reproduces both, so clients see what a real server shows.
 
 Known divergences: no ACLs beyond ``/zookeeper/config`` being read-only (``get_acls`` answers
 OPEN_ACL_UNSAFE); no quotas, containers, TTL nodes, persistent or recursive watches, reconfig
 or auth; session timeouts are granted as asked (ZooKeeper bounds them by 2 and 20 ticks);
-expiry is exact rather than by tick buckets; no 1 MB limit on data; a HashSet bucket of more
-than 8 entries in a table of 64 or more (a Java tree bin) keeps list order.
+expiry is exact rather than by tick buckets; no 1 MB limit on data; see ``JavaHashSet`` for
+the one order it does not reproduce.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, TypeAlias
 
@@ -74,6 +74,8 @@ from kazoo.protocol.serialization import (CheckVersion, Create, Create2, Delete,
 from kazoo.protocol.states import EventType, KeeperState, WatchedEvent, ZnodeStat
 from kazoo.security import OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
+from .java_hash_set import JavaHashSet
+
 ROOT = "/"
 ZOOKEEPER_PATH = "/zookeeper"
 QUOTA_PATH = "/zookeeper/quota"
@@ -85,85 +87,6 @@ _SEQUENCE_FLAG = 2
 
 Op: TypeAlias = Create | Delete | SetData | CheckVersion
 """A multi's operation: kazoo's own request tuples, as ``TransactionRequest`` builds them."""
-
-
-# -- java.util.HashSet's iteration order -------------------------------------------------------
-
-def _java_string_hash(text: str) -> int:
-    """``String.hashCode()`` as an unsigned 32-bit number (over UTF-16 code units)."""
-    encoded = text.encode("utf-16-be", "surrogatepass")
-    value = 0
-    for index in range(0, len(encoded), 2):
-        value = (value * 31 + (encoded[index] << 8 | encoded[index + 1])) & 0xFFFFFFFF
-    return value
-
-
-def _spread(text: str) -> int:
-    """``HashMap.hash(key)``: the hash with its high half folded into the low half."""
-    value = _java_string_hash(text)
-    return value ^ (value >> 16)
-
-
-def _table_size_for(capacity: int) -> int:
-    """``HashMap.tableSizeFor``: the smallest power of two at least ``capacity`` (1 at least)."""
-    size = 1
-    while size < capacity:
-        size *= 2
-    return size
-
-
-class JavaHashSet:
-    """The iteration order of a ``java.util.HashSet<String>`` (JDK 17's ``HashMap``).
-
-    Entries iterate by bucket (``hash & (capacity - 1)``), and within a bucket in the order they
-    were added (resizing splits a bucket keeping that order). The table is allocated at the first
-    add with the initial capacity, doubles when the size passes three quarters of it, and also
-    when a bucket reaches 9 entries while the table is under 64 (``treeifyBin`` resizes instead of
-    making a tree bin). It never shrinks."""
-
-    __slots__ = ("_members", "_initial_capacity", "_capacity")
-
-    def __init__(self, initial_capacity: int = 16) -> None:
-        self._members: dict[str, int] = {}  # insertion order; value: the spread hash
-        self._initial_capacity = _table_size_for(initial_capacity)
-        self._capacity = 0
-
-    def add(self, text: str) -> None:
-        if text in self._members:
-            return
-        spread = _spread(text)
-        self._members[text] = spread
-        if self._capacity == 0:
-            self._capacity = self._initial_capacity
-        mask = self._capacity - 1
-        if self._capacity < 64 and sum(1 for other in self._members.values()
-                                       if other & mask == spread & mask) >= 9:
-            self._capacity *= 2
-        if len(self._members) > int(self._capacity * 0.75):
-            self._capacity *= 2
-
-    def discard(self, text: str) -> None:
-        self._members.pop(text, None)
-
-    def __contains__(self, text: object) -> bool:
-        return text in self._members
-
-    def __len__(self) -> int:
-        return len(self._members)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ordered(self._members, self._capacity))
-
-    def clone_order(self) -> list[str]:
-        """The iteration order of ``clone()`` (``HashMap.putMapEntries`` pre-sizes the copy to
-        ``tableSizeFor((int) (size / 0.75f + 1))`` and adds the entries in iteration order)."""
-        capacity = _table_size_for(int(len(self._members) / 0.75 + 1.0))
-        return self._ordered({text: self._members[text] for text in self}, capacity)
-
-    @staticmethod
-    def _ordered(members: dict[str, int], capacity: int) -> list[str]:
-        mask = max(capacity, 1) - 1
-        return sorted(members, key=lambda text: members[text] & mask)  # stable: bucket order
 
 
 # -- the tree ----------------------------------------------------------------------------------
@@ -615,4 +538,4 @@ class MemoryZooKeeper:
         return self._live_session(session_id).ephemerals.clone_order()
 
 
-__all__ = ["MemoryZooKeeper", "JavaHashSet", "Op", "parent_of"]
+__all__ = ["MemoryZooKeeper", "Op", "parent_of"]

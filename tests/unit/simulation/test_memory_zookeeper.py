@@ -14,7 +14,8 @@ from kazoo.exceptions import (BadArgumentsError, BadVersionError, NoAuthError,
 from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData
 from kazoo.protocol.states import EventType, WatchedEvent
 
-from oncelog.simulation.zookeeper import JavaHashSet, MemoryZooKeeper
+from oncelog.simulation.java_hash_set import JavaHashSet
+from oncelog.simulation.zookeeper import MemoryZooKeeper
 
 
 class Clock:
