@@ -163,12 +163,17 @@ class ZooKeeperMetadataStore(MetadataStore):
     ``connect`` is Kafka's ``zookeeper.connect`` (hosts, then an optional chroot). Nothing
     happens until ``connect()``. Each ZooKeeper request a method makes waits at most one
     session timeout (2 s at least), then the method raises ``StoreUnavailable``.
+
+    ``client``, when given, is used instead of a new ``KazooClient``: a simulated one
+    (``oncelog.simulation.MemoryKazooClient``, its chroot the same as ``connect``'s) that runs
+    callbacks only when the simulation says. Then no event thread is started: listeners are
+    called as the client runs its callbacks.
     """
 
     def __init__(self, connect: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  connection_timeout_ms: int | None = None, node_id: int = -1,
                  connect_attempt_timeout_s: float = 5.0, connect_retry_backoff_s: float = 1.0,
-                 ) -> None:
+                 client: KazooClient | None = None) -> None:
         self.hosts, self.chroot = split_connect(connect)
         if not self.hosts:
             raise ValueError(f"zookeeper.connect {connect!r} names no host")
@@ -178,11 +183,12 @@ class ZooKeeperMetadataStore(MetadataStore):
         self.node_id = node_id
         self.connect_attempt_timeout_s = connect_attempt_timeout_s
         self.connect_retry_backoff_s = connect_retry_backoff_s
-        self.client = KazooClient(
+        self.client = client if client is not None else KazooClient(
             hosts=self.hosts + self.chroot, timeout=self.session_timeout_ms / 1000,
             # reconnect for ever after the first connection, never waiting more than 1 s
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
             logger=_kazoo_log)
+        self._deliver_inline = client is not None  # a simulated client: no event thread
         self._listeners: list[Callable[[MetadataEvent], None]] = []
         self._events: queue.Queue[MetadataEvent | None] = queue.Queue()
         self._event_thread: threading.Thread | None = None
@@ -240,9 +246,10 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._stop_client()
             raise
         self.client.add_listener(self._on_session_state)
-        self._event_thread = threading.Thread(target=self._deliver_events, daemon=True,
-                                              name="oncelog-zookeeper-events")
-        self._event_thread.start()
+        if not self._deliver_inline:
+            self._event_thread = threading.Thread(target=self._deliver_events, daemon=True,
+                                                  name="oncelog-zookeeper-events")
+            self._event_thread.start()
         self._watch_children(BROKER_IDS_PATH, MetadataChange.BROKERS)
         self._watch_data(CONTROLLER_PATH, MetadataChange.CONTROLLER)
         log.info("connected to ZooKeeper at %s%s (session 0x%x, timeout %d ms)", self.hosts,
@@ -289,16 +296,23 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def _notify(self, change: MetadataChange, topic: str | None = None,
                 partition: int | None = None) -> None:
-        if not self._closing:
+        if self._closing:
+            return
+        if self._deliver_inline:
+            self._deliver(MetadataEvent(change, topic, partition))
+        else:
             self._events.put(MetadataEvent(change, topic, partition))
 
     def _deliver_events(self) -> None:
         while (event := self._events.get()) is not None:
-            for listener in list(self._listeners):
-                try:
-                    listener(event)
-                except Exception:
-                    log.exception("metadata listener %r failed on %s", listener, event)
+            self._deliver(event)
+
+    def _deliver(self, event: MetadataEvent) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("metadata listener %r failed on %s", listener, event)
 
     def _on_watch(self, event: WatchedEvent) -> None:
         """A watch set by a read fired (kazoo's callback thread: only queue). The path tells

@@ -1,0 +1,611 @@
+"""The cluster's control plane under one seed: N brokers, one ZooKeeper, one clock, in one
+process.
+
+Each simulated broker runs oncelog's own control-plane code - ``ZooKeeperMetadataStore``
+(over ``MemoryZooKeeper``'s kazoo-shaped client), ``PartitionManager`` with real logs in a
+temporary directory, ``ClusterMembership`` (the metadata sync, ISR changes, the leadership
+lease, the controller role and its elections) - on a ``SimulatedLoop``, so timers take no
+wall-clock time. What a real broker would do through the network goes through ``Network``:
+each store call waits a latency there and back, and fails with ``StoreUnavailable`` when the
+broker is cut off from ZooKeeper; watch notifications travel the same way, and those sent
+while cut off are lost (the broker reads everything again when it reconnects, as it does on
+a real reconnection). Followers do not fetch in this first version (the data path is not
+simulated yet): leaders shrink their ISR as Kafka's would when followers fall silent.
+
+A run (``Simulation.run``) draws a schedule from its seed - CreateTopics, CreatePartitions
+and DeleteTopics through random brokers, brokers crashed (kill -9: the session is left to
+expire) and restarted, brokers cut off from ZooKeeper and healed, sessions expired by
+ZooKeeper - and after every step checks the invariants in ``invariants.py``. At the end
+every fault is healed and the cluster left alone until it must have converged; then every
+live broker's view must equal the store's. A failing seed raises ``InvariantBroken`` naming
+the seed, the step and the command that replays it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+
+from ..config import BrokerConfig
+from ..broker.context import RequestContext
+from ..broker.dispatch import dispatch
+from ..controller.live_brokers import LiveBrokers
+from ..membership import ClusterMembership
+from ..controller.store import (BrokerRegistration, NodeIdInUse, StoreCalls, StoreTimedOut,
+                                StoreUnavailable)
+from ..partition import LeadershipLease, PartitionManager
+from ..protocol.api_keys import ApiKey
+from ..protocol.errors import KafkaError
+from ..protocol.messages import FetchResponse, ProduceRequest
+from ..protocol.records import make_batch
+from ..replication.fetcher import ReplicaFetcher
+from ..storage import FileRegion
+from .invariants import Observer
+from .loop import SimulatedLoop
+from .zookeeper import MemoryZooKeeper
+from .zookeeper_store import SimulatedZooKeeperStore
+
+if TYPE_CHECKING:
+    from ..broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+ZOOKEEPER = "zookeeper"
+
+
+@dataclass
+class Settings:
+    """One run's shape; ``Settings.draw`` picks them from the seed."""
+    brokers: int = 3
+    steps: int = 60
+    session_timeout_s: float = 6.0
+    replica_lag_s: float = 10.0
+    mean_step_s: float = 1.0
+    latency_s: tuple[float, float] = (0.0005, 0.005)
+    topic_names: int = 4
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> Settings:
+        return cls(brokers=rng.choice((2, 3, 3, 4)), steps=rng.randint(20, 60),
+                   session_timeout_s=rng.choice((2.0, 6.0, 10.0)),
+                   replica_lag_s=rng.choice((1.0, 10.0, 30.0)),
+                   mean_step_s=rng.choice((0.05, 0.5, 2.0)),
+                   latency_s=rng.choice(((0.0002, 0.002), (0.001, 0.02), (0.005, 0.3))),
+                   topic_names=rng.randint(2, 6))
+
+
+class Network:
+    """Who can reach whom, and how long a message takes (drawn from the run's random)."""
+
+    def __init__(self, rng: random.Random, latency_s: tuple[float, float]) -> None:
+        self.rng = rng
+        self.latency_range = latency_s
+        self.cut: set[frozenset[str]] = set()
+
+    def latency(self) -> float:
+        low, high = self.latency_range
+        return self.rng.uniform(low, high)
+
+    def connected(self, a: str, b: str) -> bool:
+        return frozenset((a, b)) not in self.cut
+
+
+class SimulatedStoreCalls(StoreCalls):
+    """Store calls as a broker makes them over the simulated network: there (a latency),
+    executed at ZooKeeper at once, back (another); ``StoreUnavailable`` after the store's
+    request timeout when the broker is cut off either way."""
+
+    def __init__(self, node: Node) -> None:  # no thread pool
+        self.node = node
+
+    async def __call__(self, function: Callable[_P, _T], *args: _P.args,
+                       **kwargs: _P.kwargs) -> _T:
+        node, network = self.node, self.node.world.network
+        if not node.reaches_zookeeper():
+            await asyncio.sleep(node.world.request_timeout_s)
+            raise StoreUnavailable(f"broker {node.node_id} is cut off from ZooKeeper")
+        await asyncio.sleep(network.latency())
+        if not node.reaches_zookeeper() or not node.alive:
+            await asyncio.sleep(node.world.request_timeout_s)
+            raise StoreUnavailable(f"broker {node.node_id}'s request was lost")
+        result = function(*args, **kwargs)
+        await asyncio.sleep(network.latency())
+        if not node.reaches_zookeeper():  # done at ZooKeeper, but the answer is lost
+            await asyncio.sleep(node.world.request_timeout_s)
+            raise StoreUnavailable(f"broker {node.node_id}'s answer was lost")
+        return result
+
+    async def within(self, timeout_s: float, function: Callable[_P, _T], *args: _P.args,
+                     **kwargs: _P.kwargs) -> _T:
+        try:
+            return await asyncio.wait_for(self(function, *args, **kwargs), timeout_s)
+        except TimeoutError:
+            raise StoreTimedOut(f"no answer within {timeout_s:g} s") from None
+
+    def close(self) -> None:
+        pass
+
+
+class BrokerFacade:
+    """What a request handler reaches through ``ctx.broker`` on a simulated broker."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    @property
+    def partitions(self) -> PartitionManager:
+        assert self.node.partitions is not None
+        return self.node.partitions
+
+    @property
+    def config(self) -> BrokerConfig:
+        assert self.node.config is not None
+        return self.node.config
+
+    @property
+    def node_id(self) -> int:
+        return self.node.node_id
+
+    @property
+    def live_brokers(self) -> dict[int, BrokerRegistration]:
+        return self.node.brokers.live if self.node.brokers is not None else {}
+
+
+async def serve(world: World, sender: str, target: Node | None, request: Any, version: int,
+                client_id: str) -> Any:
+    """A request from ``sender`` to broker ``target`` over the simulated network, answered
+    by oncelog's own handler; ``ConnectionError`` when it cannot get there or back (after a
+    connection timeout's worth of waiting)."""
+    timeout_s = 2.0
+    if target is None or not target.alive or not world.network.connected(sender, target.name):
+        await asyncio.sleep(timeout_s)
+        raise ConnectionError(f"{target.name if target else 'no broker'} cannot be reached")
+    incarnation = target.incarnation
+    await asyncio.sleep(world.network.latency())
+    if not target.alive or target.incarnation != incarnation:
+        raise ConnectionError(f"{target.name} reset the connection")
+    ctx = RequestContext(ApiKey(request.API_KEY), version, 0, client_id, sender,
+                         cast("Broker", BrokerFacade(target)))
+    response = await dispatch(ctx, request)
+    await asyncio.sleep(world.network.latency())
+    sending_node = world.nodes.get(int(sender.split("-")[1])) \
+        if sender.startswith("broker-") else None
+    if not world.network.connected(sender, target.name) or (
+            sending_node is not None and not sending_node.alive):
+        await asyncio.sleep(timeout_s)
+        raise ConnectionError(f"the answer from {target.name} was lost")
+    return _as_received(response)
+
+
+def _as_received(response: Any) -> Any:
+    """Record sets as a client receives them: bytes in a buffer (a region is read), none
+    when empty."""
+    if isinstance(response, FetchResponse):
+        for topic in response.responses:
+            for partition in topic.partitions:
+                records: Any = partition.records
+                if isinstance(records, FileRegion):
+                    records = records.read()
+                partition.records = cast(Any, memoryview(bytes(records)) if records else None)
+    return response
+
+
+class SimulatedLeaderClient:
+    """A follower's connection to its leader, through the simulated network."""
+
+    def __init__(self, node: Node, leader_id: int) -> None:
+        self.node = node
+        self.leader_id = leader_id
+
+    async def request(self, request: Any, version: int) -> Any:
+        leader = self.node.world.nodes.get(self.leader_id)
+        return await serve(self.node.world, self.node.name, leader, request, version,
+                           "replica-fetcher")
+
+    def close(self) -> None:
+        pass
+
+
+async def _inline(function: Callable[..., _T], *args: Any) -> _T:
+    return function(*args)
+
+
+class Node:
+    """One simulated broker: a process that can be started, crashed and started again on the
+    same data directory."""
+
+    def __init__(self, world: World, node_id: int) -> None:
+        self.world = world
+        self.node_id = node_id
+        self.name = f"broker-{node_id}"
+        self.data_dir = world.directory / self.name
+        self.alive = False
+        self.store: SimulatedZooKeeperStore | None = None
+        self.partitions: PartitionManager | None = None
+        self.membership: ClusterMembership | None = None
+        self.lease: LeadershipLease | None = None
+        self.brokers: LiveBrokers | None = None
+        self.config: BrokerConfig | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.incarnation = 0
+
+    def reaches_zookeeper(self) -> bool:
+        return self.alive and self.world.network.connected(self.name, ZOOKEEPER)
+
+    async def start(self) -> None:
+        world = self.world
+        loop = asyncio.get_running_loop()
+        self.incarnation += 1
+        if world.observer is not None:
+            world.observer.forget_node(self.node_id)
+        config = BrokerConfig({
+            "node.id": str(self.node_id), "log.dirs": str(self.data_dir),
+            "zookeeper.connect": "sim:2181/oncelog",
+            "zookeeper.session.timeout.ms": str(int(world.settings.session_timeout_s * 1000)),
+            "replica.lag.time.max.ms": str(int(world.settings.replica_lag_s * 1000)),
+            "default.replication.factor": str(min(3, world.settings.brokers)),
+            "min.insync.replicas": "1", "num.partitions": "2",
+            "replica.fetch.wait.max.ms": "200", "replica.fetch.backoff.ms": "100"})
+        self.config = config
+        self.alive = True
+        calls = SimulatedStoreCalls(self)
+        store = SimulatedZooKeeperStore(world.zookeeper, self, config)
+        self.store = store
+        self.lease = LeadershipLease(0.8 * world.settings.session_timeout_s, loop.time)
+        self.partitions = PartitionManager(config, store, lambda: int(loop.time() * 1000),
+                                           self.node_id, lease=self.lease, calls=calls)
+        self.brokers = LiveBrokers(monotonic=loop.time)
+        self.partitions.live_broker_ids = lambda: sorted(self.brokers.live) if self.brokers \
+            else [self.node_id]
+        registration = BrokerRegistration(self.node_id, self.name, 9092)
+        self.membership = ClusterMembership(
+            config, store, calls, self.partitions, self.lease, self.brokers,
+            lambda: registration, fetcher_factory=self._fetcher, monotonic=loop.time,
+            run_blocking=_inline)
+        generation = self.incarnation
+        while True:  # as the broker's start: retried until ZooKeeper answers
+            try:
+                await calls(store.connect)
+                break
+            except StoreUnavailable:
+                await asyncio.sleep(1.0)
+            if self.incarnation != generation or not self.alive:
+                return
+        self.membership.watch()
+        while True:  # as Broker._register_in_cluster: our killed self may still be registered
+            try:
+                await calls(self.membership.register)
+                await self.membership.sync.read_everything()
+                break
+            except (StoreUnavailable, NodeIdInUse):
+                await asyncio.sleep(0.5)
+            if self.incarnation != generation or not self.alive:
+                return  # killed while starting
+        if self.incarnation != generation or not self.alive:
+            return
+        self._task = loop.create_task(self._run(), name=f"{self.name}-{self.incarnation}")
+
+    def _fetcher(self, leader_id: int, registration: BrokerRegistration) -> ReplicaFetcher:
+        assert self.partitions is not None and self.config is not None
+        return ReplicaFetcher(self.node_id, leader_id, registration.host, registration.port,
+                              self.partitions.all_partitions, self.config,
+                              client=SimulatedLeaderClient(self, leader_id),
+                              monotonic=asyncio.get_running_loop().time)
+
+    async def _run(self) -> None:
+        assert self.membership is not None
+        try:
+            await self.membership.run()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as error:
+            self.world.failures.append(f"{self.name}: membership died: {error!r}")
+            raise
+
+    def crash(self) -> None:
+        """kill -9: every task stops; ZooKeeper ends the session only when it expires."""
+        self.alive = False
+        self.incarnation += 1  # a start in progress gives up
+        if self._task is not None:
+            self._task.cancel()
+        if self.partitions is not None:
+            self.partitions.close()
+        if self.store is not None:
+            self.store.abandon()
+
+    async def create_topic(self, name: str, partitions: int, replication: int) -> str:
+        assert self.partitions is not None and self.brokers is not None
+        configs = {"min.insync.replicas": "2"} if replication >= 2 else {}
+        try:
+            await self.partitions.create_topic(name, partitions, replication, configs,
+                                               live_brokers=sorted(self.brokers.live),
+                                               timeout_s=30.0)
+        except KafkaError as error:
+            return error.code.name
+        return "NONE"
+
+    async def delete_topic(self, name: str) -> str:
+        assert self.partitions is not None
+        try:
+            await self.partitions.delete_topic(name, timeout_s=30.0)
+        except KafkaError as error:
+            return error.code.name
+        return "NONE"
+
+    async def create_partitions(self, name: str, count: int) -> str:
+        assert self.partitions is not None and self.brokers is not None
+        try:
+            await self.partitions.create_partitions(name, count,
+                                                    live_brokers=sorted(self.brokers.live),
+                                                    timeout_s=30.0)
+        except KafkaError as error:
+            return error.code.name
+        return "NONE"
+
+
+@dataclass
+class World:
+    seed: int
+    settings: Settings
+    directory: Path
+    rng: random.Random
+    network: Network
+    zookeeper: MemoryZooKeeper
+    nodes: dict[int, Node] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    observer: Observer | None = None
+    # (topic, created_version, partition) -> values acknowledged with acks=all
+    acknowledged: dict[tuple[str, int, int], list[bytes]] = field(default_factory=dict)
+    produced: int = 0
+
+    @property
+    def request_timeout_s(self) -> float:
+        return max(2.0, self.settings.session_timeout_s)
+
+    def live_nodes(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.alive]
+
+
+class InvariantBroken(AssertionError):
+    pass
+
+
+def replay_command(seed: int) -> str:
+    return f"python -m oncelog.simulation --seed {seed} -v"
+
+
+class Simulation:
+    def __init__(self, seed: int, settings: Settings | None = None,
+                 directory: Path | None = None) -> None:
+        rng = random.Random(seed)
+        self.settings = settings or Settings.draw(rng)
+        self.seed = seed
+        self._own_directory = directory is None
+        self.directory = directory or Path(tempfile.mkdtemp(prefix=f"oncelog-sim-{seed}-",
+                                                            dir=_scratch()))
+        self.loop = SimulatedLoop()
+        self.world = World(seed, self.settings, self.directory, rng,
+                           Network(rng, self.settings.latency_s),
+                           MemoryZooKeeper(self.loop.time))
+        self.observer = Observer(self.world)
+        self.world.observer = self.observer
+
+    def run(self) -> World:
+        try:
+            self.loop.run_until_complete(self._main())
+        finally:
+            self._close()
+        return self.world
+
+    def _close(self) -> None:
+        for node in self.world.nodes.values():
+            if node.alive:
+                node.crash()
+        try:
+            self.loop.run_until_complete(asyncio.sleep(0))
+            pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        finally:
+            self.loop.close()
+            if self._own_directory:
+                shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _note(self, text: str) -> None:
+        self.world.log.append(f"{self.loop.time():9.3f} {text}")
+
+    def _fail(self, step: int, what: str) -> InvariantBroken:
+        tail = "\n".join(self.world.log[-25:])
+        return InvariantBroken(f"seed {self.seed}, step {step}: {what}\n"
+                               f"replay: {replay_command(self.seed)}\n"
+                               f"last events:\n{tail}")
+
+    async def _main(self) -> None:
+        world, rng = self.world, self.world.rng
+        ticker = asyncio.get_running_loop().create_task(self._zookeeper_ticker())
+        for node_id in range(1, self.settings.brokers + 1):
+            world.nodes[node_id] = Node(world, node_id)
+            await world.nodes[node_id].start()
+        pending: set[asyncio.Task[Any]] = set()
+        for step in range(self.settings.steps):
+            await asyncio.sleep(rng.expovariate(1 / self.settings.mean_step_s))
+            task = self._act(rng)
+            if task is not None:
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            self._check(step)
+        await self._heal_all()
+        await asyncio.sleep(3 * self.settings.session_timeout_s + self.settings.replica_lag_s
+                            + 5.0)
+        if pending:
+            await asyncio.wait(pending, timeout=60)
+        self._check(self.settings.steps)
+        problems = self.observer.converged()
+        if problems:
+            raise self._fail(self.settings.steps, "did not converge: " + "; ".join(problems))
+        problems = self.observer.durable()
+        if problems:
+            raise self._fail(self.settings.steps, "; ".join(problems))
+        ticker.cancel()
+
+    def _check(self, step: int) -> None:
+        if self.world.failures:
+            raise self._fail(step, "; ".join(self.world.failures))
+        problems = self.observer.check()
+        if problems:
+            raise self._fail(step, "; ".join(problems))
+
+    async def _zookeeper_ticker(self) -> None:
+        """ZooKeeper's side: heartbeats from connected brokers, expired sessions, and watch
+        notifications carried to their brokers."""
+        world = self.world
+        interval_s = 0.1
+        while True:
+            await asyncio.sleep(interval_s)
+            for node in world.nodes.values():
+                if node.store is not None and node.reaches_zookeeper():
+                    node.store.heartbeat()
+            world.zookeeper.expire_due()
+            for node in world.nodes.values():
+                if node.store is not None and node.alive:
+                    node.store.carry_events(world.network)
+
+    # -- the schedule ----------------------------------------------------------------------
+
+    def _act(self, rng: random.Random) -> asyncio.Task[Any] | None:
+        world = self.world
+        loop = asyncio.get_running_loop()
+        live = world.live_nodes()
+        dead = [n for n in world.nodes.values() if not n.alive]
+        action = rng.choices(
+            ["produce", "create", "delete", "grow", "crash", "restart", "cut", "heal", "expire",
+             "isolate"],
+            weights=[12, 6, 2, 2, 1, 2, 1, 3, 1, 1])[0]
+        if action == "produce" and live:
+            return loop.create_task(self._produce(rng, rng.choice(live)))
+        name = f"topic-{rng.randrange(self.settings.topic_names)}"
+        if action in ("create", "delete", "grow") and live:
+            node = rng.choice(live)
+            if action == "create":
+                replication = rng.randint(1, min(3, len(world.nodes)))
+                partitions = rng.randint(1, 3)
+                self._note(f"{node.name}: CreateTopics {name} x{partitions} RF {replication}")
+                return loop.create_task(self._client(node.create_topic(name, partitions,
+                                                                       replication),
+                                                     node, f"CreateTopics {name}"))
+            if action == "delete":
+                self._note(f"{node.name}: DeleteTopics {name}")
+                return loop.create_task(self._client(node.delete_topic(name), node,
+                                                     f"DeleteTopics {name}"))
+            count = rng.randint(2, 5)
+            self._note(f"{node.name}: CreatePartitions {name} to {count}")
+            return loop.create_task(self._client(node.create_partitions(name, count), node,
+                                                 f"CreatePartitions {name}"))
+        if action == "crash" and len(live) > 1:
+            node = rng.choice(live)
+            self._note(f"{node.name}: kill -9")
+            node.crash()
+        elif action == "restart" and dead:
+            node = rng.choice(dead)
+            self._note(f"{node.name}: restarted")
+            return loop.create_task(self._start(node))
+        elif action == "cut" and live:
+            node = rng.choice(live)
+            self._note(f"{node.name}: cut off from ZooKeeper")
+            world.network.cut.add(frozenset((node.name, ZOOKEEPER)))
+            if node.store is not None:
+                node.store.disconnected()
+        elif action == "heal" and world.network.cut:
+            cut = sorted(world.network.cut, key=sorted)[rng.randrange(len(world.network.cut))]
+            self._heal(cut)
+        elif action == "isolate" and live:
+            node = rng.choice(live)
+            others = [n.name for n in world.nodes.values() if n is not node]
+            peer = rng.choice([*others, "client"])
+            self._note(f"{node.name}: cut off from {peer}")
+            world.network.cut.add(frozenset((node.name, peer)))
+        elif action == "expire" and live:
+            # cut off from ZooKeeper for longer than its session: ZooKeeper expires it, as
+            # it would (never before a session timeout without word from the broker: the
+            # leadership lease counts on that)
+            node = rng.choice(live)
+            cut = frozenset((node.name, ZOOKEEPER))
+            if cut not in world.network.cut:
+                self._note(f"{node.name}: cut off from ZooKeeper past its session")
+                world.network.cut.add(cut)
+                if node.store is not None:
+                    node.store.disconnected()
+                loop.call_later(self.settings.session_timeout_s * rng.uniform(1.2, 2.0),
+                                self._heal, cut)
+        return None
+
+    async def _produce(self, rng: random.Random, node: Node) -> None:
+        """A client's produce, routed by what ``node`` says the leader is."""
+        world = self.world
+        if node.partitions is None or not node.partitions.topics:
+            return
+        topic = node.partitions.topics[rng.choice(sorted(node.partitions.topics))]
+        index = rng.randrange(topic.partition_count)
+        leader = world.nodes.get(topic.states[index].leader)
+        acks = rng.choice((0, 1, -1, -1))
+        world.produced += 1
+        value = f"{self.seed}/{world.produced}".encode()
+        key = (topic.name, topic.record.created_version, index)
+        P = ProduceRequest
+        request = P(transactional_id=None, acks=acks, timeout_ms=3000, topic_data=[
+            P.TopicProduceData(name=topic.name, partition_data=[
+                P.TopicProduceData.PartitionProduceData(index=index, records=make_batch(
+                    [value], timestamp_ms=int(self.loop.time() * 1000)))])])
+        try:
+            response = await serve(world, "client", leader, request, 9, "producer")
+        except ConnectionError:
+            return
+        code = response.responses[0].partition_responses[0].error_code
+        if acks == -1 and code == 0:
+            world.acknowledged.setdefault(key, []).append(value)
+            self._note(f"{leader.name if leader else '?'}: acknowledged {value!r} on "
+                       f"{topic.name}-{index} (acks=all)")
+
+    async def _start(self, node: Node) -> None:
+        try:
+            await node.start()
+        except Exception as error:
+            self.world.failures.append(f"{node.name} did not start: {error!r}")
+
+    async def _client(self, operation: Any, node: Node, what: str) -> None:
+        code = await operation
+        self._note(f"{node.name}: {what} -> {code}")
+
+    def _heal(self, cut: frozenset[str]) -> None:
+        if cut not in self.world.network.cut:
+            return
+        self._note(f"healed {' - '.join(sorted(cut))}")
+        self.world.network.cut.discard(cut)
+        for node in self.world.nodes.values():
+            if node.name in cut and node.store is not None and node.alive:
+                node.store.reconnected()
+
+    async def _heal_all(self) -> None:
+        for cut in sorted(self.world.network.cut, key=sorted):
+            self._heal(cut)
+        for node in self.world.nodes.values():
+            if not node.alive:
+                self._note(f"{node.name}: restarted (healing)")
+                await node.start()
+
+
+def _scratch() -> str | None:
+    """Memory-backed scratch space when there is some: thousands of runs write logs."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() else None

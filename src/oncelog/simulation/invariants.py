@@ -1,0 +1,266 @@
+"""What must hold after every step of a simulated run, and at its end.
+
+``Observer.check()`` looks at the store (``MemoryZooKeeper``, read directly: the truth) and
+at every live broker's view, and remembers what it saw before:
+
+- **one leader per partition and epoch**: no two states of one partition of one topic
+  incarnation ever named different leaders in the same leader epoch, and epochs only grow
+  with the state's version;
+- **no split brain**: at any moment at most one broker acts as a partition's leader (leads
+  it by its own view and holds a valid leadership lease);
+- **metadata only moves forward on a broker**: a partition state a broker holds is never
+  older than one it held before;
+- **no topic forgotten, none resurrected**: a broker drops a topic incarnation only when
+  the store no longer has it, and never takes back an incarnation it dropped;
+- **the high watermark never moves back** on a broker (while it runs).
+
+``Observer.converged()`` is for the end, after every fault healed and a quiet while: every
+live broker knows exactly the store's topics (incarnation, partition count) and partition
+states, the live brokers and the controller. ``durable()`` then: every record acknowledged
+with acks=all is in its partition's log (unless the topic was deleted), and every in-sync
+replica holds the leader's records up to the high watermark.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from kazoo.protocol.states import ZnodeStat
+
+from ..controller.zookeeper_store import TOPICS_PATH
+from ..storage import FileRegion
+
+if TYPE_CHECKING:
+    from ..partition import PartitionManager
+    from .cluster import Node, World
+
+Incarnation = tuple[str, int]  # topic name, created_version
+CHROOT = "/oncelog"
+
+
+class Observer:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        # (topic, czxid, partition, epoch) -> leader, from every state the store held
+        self.leaders: dict[tuple[str, int, int, int], int] = {}
+        # (topic, czxid, partition) -> (version, epoch) last seen in the store
+        self.versions: dict[tuple[str, int, int], tuple[int, int]] = {}
+        # node -> (topic, partition) -> the order of the state it held
+        self.held: dict[int, dict[tuple[str, int], tuple[int, int]]] = {}
+        # node -> incarnations it held / dropped
+        self.known: dict[int, set[Incarnation]] = {}
+        self.dropped: dict[int, set[Incarnation]] = {}
+        # node -> (topic, created_version, partition) -> high watermark
+        self.high_watermarks: dict[int, dict[tuple[str, int, int], int]] = {}
+
+    # -- the store ---------------------------------------------------------------------------
+
+    def store_topics(self) -> dict[str, tuple[int, dict[int, dict[str, Any]]]]:
+        """name -> (czxid, partition -> state document with its version) in the store."""
+        topics = {}
+        for name in self._children(TOPICS_PATH):
+            path = f"{TOPICS_PATH}/{name}"
+            found = self._node(path)
+            if found is None:
+                continue
+            states = {}
+            for index in self._children(f"{path}/partitions"):
+                state = self._node(f"{path}/partitions/{index}/state")
+                if state is not None:
+                    document = json.loads(state[0] or b"{}")
+                    document["_version"] = state[1].version
+                    document["_czxid"] = state[1].czxid
+                    states[int(index)] = document
+            topics[name] = (found[1].czxid, states)
+        return topics
+
+    def _node(self, path: str) -> tuple[bytes | None, ZnodeStat] | None:
+        """A znode as the store holds it (read without a session: the observer is not a
+        client)."""
+        node = self.world.zookeeper._nodes.get(CHROOT + path)
+        return None if node is None else (node.data, node.stat())
+
+    def _children(self, path: str) -> list[str]:
+        node = self.world.zookeeper._nodes.get(CHROOT + path)
+        return sorted(node.children) if node is not None else []
+
+    # -- after every step --------------------------------------------------------------------
+
+    def check(self) -> list[str]:
+        problems: list[str] = []
+        store = self.store_topics()
+        self._check_store(store, problems)
+        self._check_leaders(problems)
+        for node in self.world.nodes.values():
+            if node.alive and node.partitions is not None:
+                self._check_node(node.node_id, node.partitions, store, problems)
+        return problems
+
+    def _check_store(self, store: dict[str, tuple[int, dict[int, dict[str, Any]]]],
+                     problems: list[str]) -> None:
+        for name, (czxid, states) in store.items():
+            for index, document in states.items():
+                epoch, leader = int(document["leader_epoch"]), int(document["leader"])
+                key = (name, czxid, index, epoch)
+                if leader >= 0 and self.leaders.setdefault(key, leader) != leader:
+                    problems.append(f"{name}-{index} epoch {epoch} had leaders "
+                                    f"{self.leaders[key]} and {leader}")
+                seen = self.versions.get((name, czxid, index))
+                now = (int(document["_version"]), epoch)
+                if seen is not None and (now[0] < seen[0] or now[1] < seen[1]):
+                    problems.append(f"{name}-{index}: the store's state went back from "
+                                    f"version/epoch {seen} to {now}")
+                self.versions[(name, czxid, index)] = now
+
+    def _check_leaders(self, problems: list[str]) -> None:
+        acting: dict[tuple[str, int], list[int]] = {}
+        for node in self.world.nodes.values():
+            if not node.alive or node.partitions is None or node.lease is None:
+                continue
+            if not node.lease.valid():
+                continue
+            for partition in node.partitions.all_partitions():
+                if partition.is_leader:
+                    acting.setdefault((partition.topic, partition.index), []).append(
+                        node.node_id)
+        for (topic, index), nodes in acting.items():
+            if len(nodes) > 1:
+                problems.append(f"{topic}-{index}: brokers {nodes} all act as its leader")
+
+    def _check_node(self, node_id: int, partitions: PartitionManager,
+                    store: dict[str, tuple[int, dict[int, dict[str, Any]]]],
+                    problems: list[str]) -> None:
+        held = self.held.setdefault(node_id, {})
+        known = self.known.setdefault(node_id, set())
+        dropped = self.dropped.setdefault(node_id, set())
+        now: set[Incarnation] = set()
+        for name, topic in partitions.topics.items():
+            incarnation = (name, topic.record.created_version)
+            now.add(incarnation)
+            if incarnation in dropped:
+                problems.append(f"broker {node_id} took back {name} (created at "
+                                f"{incarnation[1]}) after dropping it")
+            marks = self.high_watermarks.setdefault(node_id, {})
+            for index, partition in topic.local.items():
+                mark = (name, topic.record.created_version, index)
+                before_hw = marks.get(mark, -1)
+                if partition.high_watermark < before_hw:
+                    problems.append(f"broker {node_id}: the high watermark of {name}-{index} "
+                                    f"went back from {before_hw} to {partition.high_watermark}")
+                marks[mark] = partition.high_watermark
+            for index, state in enumerate(topic.states):
+                key = (name, index)
+                before = held.get(key)
+                if before is not None and state.order < before and \
+                        state.created_version >= before[0]:
+                    problems.append(f"broker {node_id}: {name}-{index} went back from "
+                                    f"{before} to {state.order}")
+                held[key] = state.order
+        for incarnation in known - now:
+            name, czxid = incarnation
+            in_store = store.get(name)
+            if in_store is not None and in_store[0] == czxid:
+                problems.append(f"broker {node_id} forgot {name} (created at {czxid}), which "
+                                "the store still has")
+            dropped.add(incarnation)
+        self.known[node_id] = now
+
+    def forget_node(self, node_id: int) -> None:
+        """A restarted broker starts from its files: what it held in memory is gone."""
+        self.held.pop(node_id, None)
+        self.known.pop(node_id, None)
+        self.dropped.pop(node_id, None)
+        self.high_watermarks.pop(node_id, None)
+
+    # -- at the end --------------------------------------------------------------------------
+
+    def converged(self) -> list[str]:
+        problems: list[str] = []
+        store = self.store_topics()
+        live = sorted(int(n) for n in self._children("/brokers/ids"))
+        found = self._node("/controller")
+        controller = json.loads(found[0] or b"{}")["brokerid"] if found else -1
+        for node in self.world.nodes.values():
+            if not node.alive or node.partitions is None or node.brokers is None:
+                problems.append(f"{node.name} is not running")
+                continue
+            view = {name: (topic.record.created_version, topic.partition_count)
+                    for name, topic in node.partitions.topics.items()}
+            expected = {name: (czxid, len(states)) for name, (czxid, states) in store.items()}
+            if view != expected:
+                problems.append(f"{node.name} holds topics {view}, the store {expected}")
+                continue
+            for name, topic in node.partitions.topics.items():
+                for index, state in enumerate(topic.states):
+                    document = store[name][1].get(index)
+                    if document is None or (state.version, state.leader, state.leader_epoch) \
+                            != (document["_version"], document["leader"],
+                                document["leader_epoch"]):
+                        problems.append(f"{node.name}: {name}-{index} is {state}, the store "
+                                        f"{document}")
+            if sorted(node.brokers.live) != live:
+                problems.append(f"{node.name} sees live brokers {sorted(node.brokers.live)}, "
+                                f"the store {live}")
+            if node.brokers.controller_id != controller:
+                problems.append(f"{node.name} sees controller {node.brokers.controller_id}, "
+                                f"the store {controller}")
+        return problems
+
+    def durable(self) -> list[str]:
+        problems: list[str] = []
+        store = self.store_topics()
+        nodes = self.world.nodes
+        for (name, czxid, index), values in sorted(self.world.acknowledged.items()):
+            in_store = store.get(name)
+            if in_store is None or in_store[0] != czxid:
+                continue  # deleted since: its records went with it
+            state = in_store[1].get(index)
+            leader = nodes.get(int(state["leader"])) if state else None
+            if leader is None:
+                problems.append(f"{name}-{index} has no leader at the end ({state})")
+                continue
+            held = set(values_of(leader, name, index))
+            missing = [v for v in values if v not in held]
+            if missing:
+                problems.append(f"{name}-{index}: {len(missing)} acknowledged records are not "
+                                f"in leader {leader.node_id}'s log, e.g. {missing[:3]}")
+        for name, (_czxid, states) in sorted(store.items()):
+            for index, state in sorted(states.items()):
+                leader = nodes.get(int(state["leader"]))
+                if leader is None:
+                    continue
+                committed = values_of(leader, name, index, committed_only=True)
+                for member in state["isr"]:
+                    node = nodes.get(int(member))
+                    if node is None or node is leader:
+                        continue
+                    theirs = values_of(node, name, index)
+                    if theirs[:len(committed)] != committed:
+                        problems.append(f"{name}-{index}: in-sync replica {member} holds "
+                                        f"{theirs[:5]}..., the leader {committed[:5]}...")
+        return problems
+
+
+def values_of(node: Node, topic: str, index: int, committed_only: bool = False
+              ) -> list[bytes | None]:
+    """The values in ``node``'s replica of a partition, in offset order (below the high
+    watermark when ``committed_only``)."""
+    from ..protocol.batches import iter_headers
+    from ..protocol.records import decode_records
+    if node.partitions is None or topic not in node.partitions.topics:
+        return []
+    partition = node.partitions.topics[topic].local.get(index)
+    if partition is None:
+        return []
+    end = partition.high_watermark if committed_only else partition.log_end_offset
+    read = partition.log.read(partition.log_start_offset, 1 << 30, max_offset=end)
+    data = read.read() if isinstance(read, FileRegion) else bytes(read)
+    values: list[bytes | None] = []
+    for position, header in iter_headers(data):
+        if header.base_offset >= end:
+            break
+        if not header.is_control:
+            batch = data[position:position + header.size]
+            values.extend(record.value for record in decode_records(batch, header))
+    return values
