@@ -740,8 +740,19 @@ class ZooKeeperMetadataStore(MetadataStore):
         fails if one exists (never ZooKeeper's version -1, which would write blindly).
 
         Retried after a lost connection, a write that had in fact been applied reports a
-        conflict (None): the writer re-reads and finds its own state, as in Kafka."""
+        conflict (None): the writer re-reads and finds its own state, as in Kafka. A state
+        read from another incarnation of the topic (its ``created_version`` is not the
+        znode's czxid) is a conflict too."""
         path = partition_state_path(topic, index)
+        if state.version >= 0 and state.created_version >= 0:
+            # The znode version alone cannot tell a state of a topic deleted and created
+            # again (its versions start over at 0) from the one the writer read: a leader of
+            # the old incarnation that had not heard of the deletion wrote its ISR into the
+            # new topic's partition (found by the simulation). The state must still be the
+            # znode the writer read, created at its czxid.
+            current = self._request(self.client.exists_async, path)
+            if current is None or current.czxid != state.created_version:
+                return None
         transaction = _Operations()
         if state.version < 0:
             transaction.create(path, self._state_document(state))

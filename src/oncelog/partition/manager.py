@@ -182,6 +182,7 @@ class PartitionManager:
         partition_log = Log.open(directory, log_config, self.clock)
         partition = Partition(topic, index, partition_log, settings, self.clock,
                               replica_id=self.node_id, replicas=replicas, lease=self.lease)
+        partition.topic_id = topic_id
         partition.isr_listener = self.isr_listener
         partition.leader_cache_retain_bytes = self.config["log.cache.retain.bytes"]
         partition.follower_cache_retain_bytes = self.config["replica.cache.retain.bytes"]

@@ -158,6 +158,7 @@ class Partition:
                  replicas: tuple[int, ...] | None = None,
                  lease: LeadershipLease | None = None) -> None:
         self.topic = topic
+        self.topic_id = ""  # the store's id of the topic's incarnation (set by the manager)
         self.index = index
         self.log = log
         self.settings = settings
@@ -170,6 +171,9 @@ class Partition:
         self.leader_id = replica_id if single else NO_LEADER
         self.leader_epoch = 0 if single else -1
         self.partition_state_version = -1
+        # the store's version of the state's creation: an ISR change names the incarnation of
+        # the topic it was read from, so it can never land in another one's state
+        self.partition_state_created = -1
         self.isr_state: IsrState = CommittedIsr((replica_id,) if single else ())
         self.followers: dict[int, FollowerState] = {}
         # Cluster mode: may we act as leader now (see LeadershipLease)? And who carries out
@@ -543,6 +547,7 @@ class Partition:
         self.leader_id = self.replica_id
         self.leader_epoch = state.leader_epoch
         self.partition_state_version = state.version
+        self.partition_state_created = state.created_version
         self.isr_state = CommittedIsr(tuple(state.isr))
         self.log.keep_cached(self.leader_cache_retain_bytes)
         if changed:
@@ -568,6 +573,7 @@ class Partition:
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.partition_state_version = state.version
+        self.partition_state_created = state.created_version
         self.isr_state = CommittedIsr(tuple(state.isr))
         self.followers = {}
         self.log.keep_cached(self.follower_cache_retain_bytes)
@@ -624,7 +630,7 @@ class Partition:
     def _propose_isr(self, isr: tuple[int, ...], reason: str) -> PartitionState:
         log.info("%s: proposing ISR %s (was %s): %s", self, list(isr), list(self.isr), reason)
         return PartitionState(self.replica_id, self.leader_epoch, tuple(isr),
-                              self.partition_state_version)
+                              self.partition_state_version, self.partition_state_created)
 
     def complete_isr_change(self, stored: PartitionState | None) -> None:
         """The store's answer to a proposed ISR change: the state it now holds, or None when
@@ -636,6 +642,7 @@ class Partition:
             return
         self.isr_state = CommittedIsr(tuple(stored.isr))
         self.partition_state_version = stored.version
+        self.partition_state_created = stored.created_version
         self._maybe_advance_high_watermark()
         self._complete_acks_waiters()
         self._check_invariants()

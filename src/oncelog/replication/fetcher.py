@@ -28,6 +28,7 @@ reconnects.
 from __future__ import annotations
 
 import asyncio
+import uuid
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -53,11 +54,15 @@ class LeaderClient(Protocol):
     def close(self) -> None: ...
 
 
-FETCH_VERSION = 11
+# v13 names topics by id (KIP-516): a leader still holding an older incarnation of the topic
+# (deleted and created again; leader epochs start over at 0) answers UNKNOWN_TOPIC_ID instead
+# of handing over that incarnation's records
+FETCH_VERSION = 13
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 # The leader has not applied the state we already know (it learns from the store a moment
 # after us): ask again soon, not after a whole replica.fetch.backoff.ms.
-_LEADER_CATCHING_UP = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+_LEADER_CATCHING_UP = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                       ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
 CATCH_UP_RETRY_S = 0.02
 FetchRequest = messages.FetchRequest
 FetchTopic = FetchRequest.FetchTopic
@@ -181,22 +186,22 @@ class ReplicaFetcher:
         if not ready:  # truncation must be retried first; partitions backing off are not here
             await asyncio.sleep(CATCH_UP_RETRY_S)
             return
-        asked = {(p.topic, p.index): (p, p.leader_epoch, p.log_end_offset) for p in ready}
+        asked = {(p.topic_id, p.index): (p, p.leader_epoch, p.log_end_offset) for p in ready}
         topics: dict[str, list[FetchTopic.FetchPartition]] = {}
         for partition in ready:
-            topics.setdefault(partition.topic, []).append(FetchTopic.FetchPartition(
+            topics.setdefault(partition.topic_id, []).append(FetchTopic.FetchPartition(
                 partition=partition.index, current_leader_epoch=partition.leader_epoch,
                 fetch_offset=partition.log_end_offset, log_start_offset=partition.log_start_offset,
                 partition_max_bytes=self.partition_max_bytes))
         request = FetchRequest(
             replica_id=self.node_id, max_wait_ms=self.wait_max_ms, min_bytes=1,
             max_bytes=self.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            topics=[FetchTopic(topic_id=uuid.UUID(t), partitions=ps) for t, ps in topics.items()],
             forgotten_topics_data=[], rack_id="")
         response: FetchResponse = await self.client.request(request, FETCH_VERSION)
         for topic in response.responses:
             for entry in topic.partitions:
-                found = asked.get((topic.topic, entry.partition_index))
+                found = asked.get((str(topic.topic_id), entry.partition_index))
                 if found is not None:
                     self._apply(*found, entry)
 

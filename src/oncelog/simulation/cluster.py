@@ -254,7 +254,7 @@ class Node:
             "replica.lag.time.max.ms": str(int(world.settings.replica_lag_s * 1000)),
             "default.replication.factor": str(min(3, world.settings.brokers)),
             "min.insync.replicas": "1", "num.partitions": "2",
-            "replica.fetch.wait.max.ms": "200", "replica.fetch.backoff.ms": "100"})
+            "replica.fetch.wait.max.ms": "500", "replica.fetch.backoff.ms": "100"})
         self.config = config
         self.alive = True
         calls = SimulatedStoreCalls(self)

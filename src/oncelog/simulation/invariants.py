@@ -7,7 +7,7 @@ at every live broker's view, and remembers what it saw before:
   incarnation ever named different leaders in the same leader epoch, and epochs only grow
   with the state's version;
 - **no split brain**: at any moment at most one broker acts as a partition's leader (leads
-  it by its own view and holds a valid leadership lease);
+  it by its own view and holds a valid leadership lease), per incarnation of its topic;
 - **metadata only moves forward on a broker**: a partition state a broker holds is never
   older than one it held before;
 - **no topic forgotten, none resurrected**: a broker drops a topic incarnation only when
@@ -114,17 +114,21 @@ class Observer:
                 self.versions[(name, czxid, index)] = now
 
     def _check_leaders(self, problems: list[str]) -> None:
-        acting: dict[tuple[str, int], list[int]] = {}
+        acting: dict[tuple[str, int, int], list[int]] = {}
         for node in self.world.nodes.values():
             if not node.alive or node.partitions is None or node.lease is None:
                 continue
             if not node.lease.valid():
                 continue
-            for partition in node.partitions.all_partitions():
-                if partition.is_leader:
-                    acting.setdefault((partition.topic, partition.index), []).append(
-                        node.node_id)
-        for (topic, index), nodes in acting.items():
+            # per incarnation: a broker cut off from ZooKeeper may lead a deleted topic's
+            # old incarnation while another leads the new one (nothing it acknowledges with
+            # acks=all can be lost with it: its ISR cannot shrink to itself without the store)
+            for name, topic in node.partitions.topics.items():
+                for index, partition in topic.local.items():
+                    if partition.is_leader:
+                        acting.setdefault((name, topic.record.created_version, index),
+                                          []).append(node.node_id)
+        for (topic, _created, index), nodes in acting.items():
             if len(nodes) > 1:
                 problems.append(f"{topic}-{index}: brokers {nodes} all act as its leader")
 

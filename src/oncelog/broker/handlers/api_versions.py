@@ -56,9 +56,11 @@ def _answer(code: ErrorCode) -> _Answer:
 
 def _api_keys() -> list:
     from ..dispatch import HANDLERS  # the table imports this module
-    return [ApiVersionsResponse.ApiVersion(api_key=int(key), min_version=module.VERSIONS.start,
-                                           max_version=module.VERSIONS.stop - 1)
-            for key, module in sorted(HANDLERS.items())]
+    offered = {key: getattr(module, "ADVERTISED_VERSIONS", module.VERSIONS)
+               for key, module in HANDLERS.items()}
+    return [ApiVersionsResponse.ApiVersion(api_key=int(key), min_version=versions.start,
+                                           max_version=versions.stop - 1)
+            for key, versions in sorted(offered.items())]
 
 
 async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> _Answer:

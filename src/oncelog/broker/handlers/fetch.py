@@ -1,4 +1,4 @@
-"""Fetch (API key 1), versions 4-12, for consumers and follower replicas.
+"""Fetch (API key 1), versions 4-13, for consumers and follower replicas.
 
 Behaviour:
 - Reads whole batches from each requested partition's fetch offset, bounded by the
@@ -28,11 +28,18 @@ Behaviour:
   reads). A request with ``replica_id >= 0`` comes from a follower broker: it reads up to
   the log end, not the HW, and its fetch offset is that follower's log end offset, which may
   advance the HW and bring it back into the ISR (``Partition.read_for_follower``).
+- v13 (KIP-516) names topics by id: a partition of a topic this broker knows under another
+  id (deleted and created again) or not at all is UNKNOWN_TOPIC_ID. oncelog's followers
+  fetch with v13, so a follower of a topic's new incarnation never copies records from a
+  leader still holding the old one (both start at leader epoch 0; found by the cluster
+  simulation). Clients are offered v4-v12 (``ADVERTISED_VERSIONS``) until topic ids are
+  supported end to end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import cast
 
 from ...partition import IsolationLevel, Partition
@@ -44,7 +51,8 @@ from ...protocol.messages import FetchRequest, FetchResponse
 from ..context import RequestContext
 
 API_KEY = ApiKey.FETCH
-VERSIONS = range(4, 13)
+VERSIONS = range(4, 14)
+ADVERTISED_VERSIONS = range(4, 13)
 
 TopicData = FetchResponse.FetchableTopicResponse
 PartitionData = TopicData.PartitionData
@@ -83,10 +91,17 @@ def _read_all(ctx: RequestContext, request: FetchRequest, isolation: IsolationLe
     total, has_error = 0, False
     topics: list[TopicData] = []
     partitions: list[Partition] = []
+    by_id = ctx.api_version >= 13
     for fetch_topic in request.topics:
         entries = []
+        name = _topic_named(ctx, fetch_topic.topic_id) if by_id else fetch_topic.topic
         for fetch_partition in fetch_topic.partitions:
-            entry, partition = _read_partition(ctx, fetch_topic.topic, fetch_partition,
+            if name is None:
+                entries.append(_entry(fetch_partition.partition, ErrorCode.UNKNOWN_TOPIC_ID,
+                                      None, isolation, b""))
+                has_error = True
+                continue
+            entry, partition = _read_partition(ctx, name, fetch_partition,
                                                isolation, max_bytes - total, total == 0,
                                                request.replica_id)
             entries.append(entry)
@@ -94,8 +109,19 @@ def _read_all(ctx: RequestContext, request: FetchRequest, isolation: IsolationLe
                 partitions.append(partition)
             total += len(records_of(entry) or b"")
             has_error = has_error or entry.error_code != ErrorCode.NONE
-        topics.append(TopicData(topic=fetch_topic.topic, partitions=entries))
+        topics.append(TopicData(topic=name or "", topic_id=fetch_topic.topic_id,
+                                partitions=entries) if by_id
+                      else TopicData(topic=fetch_topic.topic, partitions=entries))
     return topics, total, has_error, partitions
+
+
+def _topic_named(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
+    """The name of the topic this broker knows under ``topic_id`` (None: none)."""
+    wanted = str(topic_id)
+    for name, topic in ctx.partitions.topics.items():
+        if topic.record.topic_id == wanted:
+            return name
+    return None
 
 
 def _read_partition(ctx: RequestContext, topic: str,
@@ -151,7 +177,7 @@ def _entry(index: int, code: ErrorCode, partition: Partition | None, isolation: 
 
 def error_response(request: FetchRequest, code: ErrorCode, message: str | None) -> FetchResponse:
     return FetchResponse(throttle_time_ms=0, error_code=code, session_id=0, responses=[
-        TopicData(topic=t.topic, partitions=[
+        TopicData(topic=t.topic, topic_id=t.topic_id, partitions=[
             _entry(p.partition, code, None, IsolationLevel.READ_UNCOMMITTED, b"")
             for p in t.partitions])
         for t in request.topics])
