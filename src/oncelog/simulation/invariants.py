@@ -128,9 +128,9 @@ class Observer:
                     if partition.is_leader:
                         acting.setdefault((name, topic.record.created_version, index),
                                           []).append(node.node_id)
-        for (topic, _created, index), nodes in acting.items():
+        for (name, _created, index), nodes in acting.items():
             if len(nodes) > 1:
-                problems.append(f"{topic}-{index}: brokers {nodes} all act as its leader")
+                problems.append(f"{name}-{index}: brokers {nodes} all act as its leader")
 
     def _check_node(self, node_id: int, partitions: PartitionManager,
                     store: dict[str, tuple[int, dict[int, dict[str, Any]]]],
