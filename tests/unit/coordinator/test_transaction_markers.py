@@ -8,12 +8,9 @@ import asyncio
 from types import SimpleNamespace
 
 from oncelog.coordinator.transaction.markers import TransactionMarkers
+from oncelog.broker.handlers import write_txn_markers
 from oncelog.protocol.errors import ErrorCode
-from oncelog.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-
-Result = WriteTxnMarkersResponse.WritableTxnMarkerResult
-TopicResult = Result.WritableTxnMarkerTopicResult
-PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
+from oncelog.protocol.messages import WriteTxnMarkersRequest
 
 
 class FakeClient:
@@ -26,13 +23,8 @@ class FakeClient:
     async def request(self, request: WriteTxnMarkersRequest, version: int):
         self.requests.append(request)
         code = self.codes.pop(0) if self.codes else ErrorCode.NONE
-        return WriteTxnMarkersResponse(markers=[
-            Result(producer_id=marker.producer_id, topics=[
-                TopicResult(name=topic.name, partitions=[
-                    PartitionResult(partition_index=index, error_code=code)
-                    for index in topic.partition_indexes])
-                for topic in marker.topics])
-            for marker in request.markers])
+        # every partition answered with one code: the handler's own error answer has that shape
+        return write_txn_markers.error_response(request, code, None)
 
     def close(self) -> None:
         self.closed = True

@@ -16,24 +16,6 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from oncelog.simulation import MemoryKazooClient, MemoryZooKeeper
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 500.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def zk(clock) -> MemoryZooKeeper:
-    return MemoryZooKeeper(clock)
-
-
 def started(zk: MemoryZooKeeper, hosts: str = "sim", timeout: float = 10.0
             ) -> MemoryKazooClient:
     client = MemoryKazooClient(zk, hosts=hosts, timeout=timeout)

@@ -16,24 +16,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 
 from oncelog.simulation.java_hash_set import JavaHashSet
 from oncelog.simulation.zookeeper import MemoryZooKeeper
-
-
-class Clock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def zk(clock) -> MemoryZooKeeper:
-    return MemoryZooKeeper(clock)
+from tests.unit.simulation.conftest import Clock
 
 
 def events(zk: MemoryZooKeeper, session: int) -> list[tuple[str, str]]:

@@ -17,22 +17,16 @@ from oncelog.controller.store import (BrokerRegistration, MetadataChange, Metada
 from oncelog.controller.zookeeper_store import ZooKeeperMetadataStore
 from oncelog.simulation import MemoryKazooClient, MemoryZooKeeper
 
+from tests.unit.simulation.conftest import Clock
+
 CONNECT = "sim/oncelog"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 10_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Cluster:
     """One MemoryZooKeeper and the stores connected to it, each with its events."""
 
     def __init__(self) -> None:
-        self.clock = Clock()
+        self.clock = Clock(10_000.0)
         self.zookeeper = MemoryZooKeeper(self.clock)
         self.stores: list[ZooKeeperMetadataStore] = []
         self.events: dict[int, list[MetadataEvent]] = {}
