@@ -95,3 +95,13 @@ def test_the_invariants_catch_the_forgotten_topic_bug():
                          timeout=120, env={**os.environ, "PYTHONHASHSEED": "0"})
     assert "broker 1 forgot topic-1" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
     assert "which the store still has" in run.stdout
+
+
+@pytest.mark.parametrize("seeds, said", [("x-y", "expected FIRST-LAST (whole numbers)"),
+                                         ("9-3", "is an empty range")])
+def test_a_bad_range_is_one_line_naming_it(seeds, said):
+    run = subprocess.run([sys.executable, "-m", "oncelog.simulation", "--seeds", seeds],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert said in run.stderr and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith("python -m oncelog.simulation: error:")

@@ -21,7 +21,15 @@ from .cluster import InvariantBroken, Simulation
 
 def _seeds(text: str) -> range:
     first, _, last = text.partition("-")
-    return range(int(first), int(last or first) + 1)
+    try:
+        seeds = range(int(first), int(last or first) + 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FIRST-LAST (whole numbers), got {text!r}"
+                                         ) from None
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"{text!r} is an empty range: FIRST must not be "
+                                         "above LAST")
+    return seeds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--seed", type=int, help="one seed (replay)")
-    group.add_argument("--seeds", type=_seeds, help="a range of seeds, FIRST-LAST")
+    group.add_argument("--seeds", type=_seeds, metavar="FIRST-LAST",
+                       help="a range of seeds, FIRST-LAST")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print the run's event log and the brokers' log lines")
     options = parser.parse_args(argv)
