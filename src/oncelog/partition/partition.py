@@ -357,9 +357,9 @@ class Partition:
         follower; a newer one starts at the batch) -> producer state per batch, markers
         included, an ABORT indexed in the ``.txnindex`` -> on the leader: wake waiting fetches,
         ask for the fsync (``log.flush.policy=ack``), advance the HW -> invariants.
-        A client's retry of a batch already written returns its original offsets instead."""
-        if now is None:
-            now = self.clock()
+        A client's retry of a batch already written returns its original offsets instead.
+        ``now``: the broker's time for LogAppendTime and producer state, read when first needed
+        (a plain batch needs neither)."""
         replication = origin is AppendOrigin.REPLICATION
         headers, markers, duplicate = self._validate(buffer, origin, now)
         if duplicate is not None:
@@ -378,6 +378,8 @@ class Partition:
             if header.has_producer_id:
                 if header.base_offset != base_offset:
                     header = header._replace(base_offset=base_offset)
+                if now is None:
+                    now = self.clock()
                 completed = self.producer_state.replay(header, now, markers.get(position))
                 self._index_if_aborted(completed)
         if not replication:
@@ -388,7 +390,7 @@ class Partition:
         self._check_invariants()
         return info
 
-    def _validate(self, buffer: batches.ReadableBuffer, origin: AppendOrigin, now: int
+    def _validate(self, buffer: batches.ReadableBuffer, origin: AppendOrigin, now: int | None
                   ) -> tuple[list[tuple[int, batches.BatchHeader]], dict[int, Marker],
                              BatchMetadata | None]:
         """What each origin checks before an append (Kafka's ``analyzeAndValidateRecords``,
@@ -429,7 +431,8 @@ class Partition:
         if self.settings.log_append_time and (origin is AppendOrigin.CLIENT or markers):
             # Coordinators' data batches keep their CreateTime (this broker's clock already).
             assert isinstance(buffer, bytearray), type(buffer)
-            batches.set_log_append_time(buffer, position, header.size, now)
+            batches.set_log_append_time(buffer, position, header.size,
+                                        self.clock() if now is None else now)
             headers = [(position, batches.parse_header(buffer, position))]
         return headers, markers, None
 
