@@ -62,9 +62,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
 
 from ..controller.store import NO_LEADER, PartitionState
 from ..protocol import batches, control_records
@@ -77,6 +78,9 @@ from .producer_state import BatchMetadata, CompletedTxn, ProducerStateManager
 from .replicas import CommittedIsr, FollowerState, IsrState, PendingExpand, PendingShrink
 
 log = logging.getLogger(__name__)
+
+
+_NO_MARKERS: Mapping[int, Marker] = MappingProxyType({})  # a client's batch is never one
 
 
 class AppendOrigin(Enum):
@@ -294,7 +298,9 @@ class Partition:
         if none is open."""
         if origin is AppendOrigin.REPLICATION:
             raise ValueError(f"{self}: replicated batches are appended by append_as_follower")
-        self._check_leader_append(required_acks)
+        self.check_leader()
+        if required_acks == -1:
+            self._check_enough_replicas(ErrorCode.NOT_ENOUGH_REPLICAS)
         if not records:
             raise KafkaError(ErrorCode.INVALID_RECORD, f"{self}: produce request without records")
         # A Produce request's records arrive as a bytearray of their own (protocol.messages):
@@ -319,7 +325,9 @@ class Partition:
         epoch older than the last marker's; with ``required_acks=-1`` (WriteTxnMarkers
         appends as acks=all), NOT_ENOUGH_REPLICAS below ``min.insync.replicas``. The caller
         waits for replication with ``wait_for_acks(info.last_offset + 1)``."""
-        self._check_leader_append(required_acks)
+        self.check_leader()
+        if required_acks == -1:
+            self._check_enough_replicas(ErrorCode.NOT_ENOUGH_REPLICAS)
         now = self.clock()
         buffer = bytearray(control_records.encode_marker(producer_id, producer_epoch, commit,
                                                          coordinator_epoch, now))
@@ -341,11 +349,6 @@ class Partition:
             return None
         # No copy: a follower's append changes nothing in the batches.
         return self._append(records, AppendOrigin.REPLICATION)
-
-    def _check_leader_append(self, required_acks: int) -> None:
-        self.check_leader()
-        if required_acks == -1:
-            self._check_enough_replicas(ErrorCode.NOT_ENOUGH_REPLICAS)
 
     def _append(self, buffer: batches.ReadableBuffer, origin: AppendOrigin,
                 now: int | None = None) -> AppendInfo:
@@ -391,7 +394,7 @@ class Partition:
         return info
 
     def _validate(self, buffer: batches.ReadableBuffer, origin: AppendOrigin, now: int | None
-                  ) -> tuple[list[tuple[int, batches.BatchHeader]], dict[int, Marker],
+                  ) -> tuple[list[tuple[int, batches.BatchHeader]], Mapping[int, Marker],
                              BatchMetadata | None]:
         """What each origin checks before an append (Kafka's ``analyzeAndValidateRecords``,
         ``LogValidator`` and ``analyzeAndValidateProducerState``). Returns the batches'
@@ -414,14 +417,16 @@ class Partition:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"{self}: {len(buffer)}-byte batch exceeds max.message.bytes="
                              f"{self.settings.max_message_bytes}")
-        headers = self._batch_headers(buffer)
-        if len(headers) != 1:
+        position, end = 0, len(buffer)
+        header = batches.validate_batch(buffer, position, end)
+        if header.size != end:
             # Kafka requires exactly one batch per partition in a magic-2 produce request.
+            count = len(self._batch_headers(buffer))  # each checked first, as a follower's
             raise KafkaError(ErrorCode.INVALID_RECORD,
-                             f"{self}: {len(headers)} record batches in one produce request; "
+                             f"{self}: {count} record batches in one produce request; "
                              "expected exactly one")
-        (position, header), = headers
-        markers: dict[int, Marker] = {}
+        headers = [(position, header)]
+        markers: Mapping[int, Marker] = _NO_MARKERS
         if origin is AppendOrigin.CLIENT:
             duplicate = self._check_client_batch(header)
             if duplicate is not None:
