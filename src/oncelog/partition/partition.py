@@ -33,6 +33,13 @@ ABORT) in Kafka's format; an ABORT adds an entry to the marker's segment's ``.tx
 which ``aborted_transactions`` reads for ``read_committed`` fetches. Followers apply markers
 from the replicated batches exactly as the leader did.
 
+Every append takes one path (``_append``, Kafka's ``UnifiedLog.append``) whose
+``AppendOrigin`` selects the validations: CLIENT (a producer's batch, ``append_records``),
+COORDINATOR (a coordinator's records, ``append_records``, or a marker, ``write_txn_marker``)
+or REPLICATION (the leader's batches on a follower, ``append_as_follower``); the state that
+follows the log (epoch cache, producer state, ``.txnindex``, HW) is updated the same way
+for all three, so a follower's state is the leader's.
+
 Produce (``append_records``) and consumer fetches (``read``) are served only by the leader
 (NOT_LEADER_OR_FOLLOWER otherwise). ``acks=all`` checks ``min.insync.replicas`` against the
 committed ISR before appending (NOT_ENOUGH_REPLICAS), then waits in ``wait_for_acks`` until
@@ -55,9 +62,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
 
 from ..controller.store import NO_LEADER, PartitionState
 from ..protocol import batches, control_records
@@ -72,11 +80,27 @@ from .replicas import CommittedIsr, FollowerState, IsrState, PendingExpand, Pend
 log = logging.getLogger(__name__)
 
 
+_NO_MARKERS: Mapping[int, Marker] = MappingProxyType({})  # a client's batch is never one
+
+
 class AppendOrigin(Enum):
-    """Who appends; selects the validations (Kafka's AppendOrigin). A follower's appends
-    still take their own path (``append_as_follower``), so there is no REPLICATION yet."""
+    """Who appends; selects the validations on the one append path (Kafka's AppendOrigin,
+    ``Partition._append``; the checks are listed at ``Partition._validate``):
+
+    - CLIENT: a producer's batch, on the leader (``append_records``): batch checks, no
+      control batches, producer epochs and sequences checked and retries answered with
+      their original offsets, LogAppendTime stamped; offsets and leader epoch assigned.
+    - COORDINATOR: a coordinator's write, on the leader: its internal topic's records
+      (``append_records``) or a transaction marker (``write_txn_marker``). Batch checks; no
+      sequence checks and no deduplication; a marker passes ``check_marker`` (producer and
+      coordinator epochs); offsets and leader epoch assigned.
+    - REPLICATION: the leader's batches, on a follower (``append_as_follower``): CRCs
+      checked, offsets and epochs kept, producer state updated without verification,
+      markers included.
+    """
     CLIENT = "client"
     COORDINATOR = "coordinator"
+    REPLICATION = "replication"
 
 
 class IsolationLevel(Enum):
@@ -258,53 +282,37 @@ class Partition:
                              f"{self}: broker {self.replica_id} is not the leader ({leader}, "
                              f"epoch {self.leader_epoch})")
 
-    # -- produce ---------------------------------------------------------------------------
+    # -- appends: one path, the origin choosing the validations ---------------------------
 
     def append_records(self, records: bytes | bytearray | None,
                        origin: AppendOrigin = AppendOrigin.CLIENT,
                        required_acks: int = 1) -> AppendInfo:
-        """Validate and append one produce request's records for this partition (leader only).
+        """Validate and append one batch as the leader: a producer's (``CLIENT``: one
+        produce request's records for this partition) or a coordinator's write to its
+        internal topic (``COORDINATOR``).
 
-        A retried idempotent batch (same producer, epoch and sequences as one of the last
-        five) is not appended again: its original offsets are returned. ``required_acks=-1``
-        is refused with NOT_ENOUGH_REPLICAS while the ISR is below ``min.insync.replicas``.
-        A transactional batch opens its producer's transaction here if none is open."""
+        A retried idempotent client batch (same producer, epoch and sequences as one of the
+        last five) is not appended again: its original offsets are returned. ``required_acks
+        =-1`` is refused with NOT_ENOUGH_REPLICAS while the ISR is below
+        ``min.insync.replicas``. A transactional batch opens its producer's transaction here
+        if none is open."""
+        if origin is AppendOrigin.REPLICATION:
+            raise ValueError(f"{self}: replicated batches are appended by append_as_follower")
         self.check_leader()
         if required_acks == -1:
             self._check_enough_replicas(ErrorCode.NOT_ENOUGH_REPLICAS)
         if not records:
             raise KafkaError(ErrorCode.INVALID_RECORD, f"{self}: produce request without records")
-        if len(records) > self.settings.max_message_bytes:
-            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
-                             f"{self}: {len(records)}-byte batch exceeds max.message.bytes="
-                             f"{self.settings.max_message_bytes}")
         # A Produce request's records arrive as a bytearray of their own (protocol.messages):
         # patched and written in place, never copied again.
         buffer = records if type(records) is bytearray else bytearray(records)
-        headers = self._validate(buffer)
-        (position, header), = headers
-        if origin is AppendOrigin.CLIENT:
-            duplicate = self._check_client_batch(header)
-            if duplicate is not None:
-                return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, -1)
-            if self.settings.log_append_time:
-                batches.set_log_append_time(buffer, position, header.size, self.clock())
-        info = self.log.append(buffer, self.leader_epoch)
-        if header.has_producer_id:
-            self._apply_producer_batch(header._replace(base_offset=info.base_offset),
-                                       bytes(buffer) if header.is_control else None,
-                                       self.clock())
-        self._wake_fetchers()  # followers wait for new data, consumers for the HW
-        if self.flush_requester is not None:
-            self.flush_requester(self.log, self._maybe_advance_high_watermark)
-        self._maybe_advance_high_watermark()
-        self._check_invariants()
-        return info
+        return self._append(buffer, origin)
 
     def write_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                          coordinator_epoch: int, *, required_acks: int = -1) -> AppendInfo:
         """End ``producer_id``'s transaction on this partition (leader only): append one
-        COMMIT or ABORT control batch in Kafka's format (``protocol.control_records``).
+        COMMIT or ABORT control batch in Kafka's format (``protocol.control_records``),
+        with origin ``COORDINATOR``.
 
         The transaction (from its first offset to the marker) is complete at once, and
         stable - no longer holding the LSO back - once the HW passes the marker; an ABORT
@@ -320,40 +328,160 @@ class Partition:
         self.check_leader()
         if required_acks == -1:
             self._check_enough_replicas(ErrorCode.NOT_ENOUGH_REPLICAS)
-        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         now = self.clock()
         buffer = bytearray(control_records.encode_marker(producer_id, producer_epoch, commit,
                                                          coordinator_epoch, now))
-        header = batches.parse_header(buffer)
-        if self.settings.log_append_time:
-            batches.set_log_append_time(buffer, 0, header.size, now)
-        info = self.log.append(buffer, self.leader_epoch)
-        completed = self.producer_state.update(header, info.base_offset, now,
-                                               Marker(commit, coordinator_epoch))
-        self._index_if_aborted(completed)
+        info = self._append(buffer, AppendOrigin.COORDINATOR, now)
         log.debug("%s: %s marker for producer %d epoch %d at offset %d", self,
                   "COMMIT" if commit else "ABORT", producer_id, producer_epoch,
                   info.base_offset)
-        self._wake_fetchers()
-        if self.flush_requester is not None:
-            self.flush_requester(self.log, self._maybe_advance_high_watermark)
-        self._maybe_advance_high_watermark()
+        return info
+
+    def append_as_follower(self, records: batches.ReadableBuffer | None) -> AppendInfo | None:
+        """Append the leader's batches as they are (its offsets and epochs), origin
+        ``REPLICATION``: after checking their CRCs, record each newer epoch's start and apply
+        the batches to producer state as the leader did - sequences, transactions opened,
+        markers (an ABORT is indexed in our ``.txnindex`` too)."""
+        if self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"{self}: a leader does not append replicated batches")
+        if not records:
+            return None
+        # No copy: a follower's append changes nothing in the batches.
+        return self._append(records, AppendOrigin.REPLICATION)
+
+    def _append(self, buffer: batches.ReadableBuffer, origin: AppendOrigin,
+                now: int | None = None) -> AppendInfo:
+        """The one append path (Kafka's ``UnifiedLog.append``), for every origin:
+
+        validate as the origin asks (``_validate``) -> log append (the leader's batches get
+        offsets from our LEO and our leader epoch; a follower's keep the leader's) -> epoch
+        cache (the epoch each batch is appended in: ours on the leader, the stamped one on a
+        follower; a newer one starts at the batch) -> producer state per batch, markers
+        included, an ABORT indexed in the ``.txnindex`` -> on the leader: wake waiting fetches,
+        ask for the fsync (``log.flush.policy=ack``), advance the HW -> invariants.
+        A client's retry of a batch already written returns its original offsets instead.
+        ``now``: the broker's time for LogAppendTime and producer state, read when first needed
+        (a plain batch needs neither)."""
+        replication = origin is AppendOrigin.REPLICATION
+        headers, markers, duplicate = self._validate(buffer, origin, now)
+        if duplicate is not None:
+            return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, -1)
+        leader_epoch = None if replication else self.leader_epoch
+        info = self.log.append(buffer, leader_epoch)
+        next_offset = info.base_offset
+        for position, header in headers:
+            if leader_epoch is None:
+                epoch, base_offset = header.partition_leader_epoch, header.base_offset
+            else:  # the log gave it the next offset and our epoch
+                epoch, base_offset = leader_epoch, next_offset
+                next_offset += header.last_offset_delta + 1
+            if epoch > self.epoch_cache.latest_epoch:
+                self.epoch_cache.assign(epoch, base_offset)
+            if header.has_producer_id:
+                if header.base_offset != base_offset:
+                    header = header._replace(base_offset=base_offset)
+                if now is None:
+                    now = self.clock()
+                completed = self.producer_state.replay(header, now, markers.get(position))
+                self._index_if_aborted(completed)
+        if not replication:
+            self._wake_fetchers()  # followers wait for new data, consumers for the HW
+            if self.flush_requester is not None:
+                self.flush_requester(self.log, self._maybe_advance_high_watermark)
+            self._maybe_advance_high_watermark()
         self._check_invariants()
         return info
 
-    def _apply_producer_batch(self, header: batches.BatchHeader, batch: bytes | None,
-                              now: int) -> CompletedTxn | None:
-        """Producer state after an appended batch (``batch``: the whole control batch, for
-        a marker); an ABORT marker is indexed."""
-        completed = self.producer_state.replay(header, now, self._marker_of(header, batch))
-        self._index_if_aborted(completed)
-        return completed
+    def _validate(self, buffer: batches.ReadableBuffer, origin: AppendOrigin, now: int | None
+                  ) -> tuple[list[tuple[int, batches.BatchHeader]], Mapping[int, Marker],
+                             BatchMetadata | None]:
+        """What each origin checks before an append (Kafka's ``analyzeAndValidateRecords``,
+        ``LogValidator`` and ``analyzeAndValidateProducerState``). Returns the batches'
+        (position, header), the marker of each control batch by position, and the batch a
+        client's retry duplicates (nothing is appended then).
+
+        Every origin: whole v2 batches, lengths, CRC, record counts (``validate_batch``).
+        The leader's (CLIENT, COORDINATOR): at most ``max.message.bytes``, exactly one batch.
+        CLIENT: no control batch; a transactional batch has a producer id; producer state
+        checks epochs and sequences and finds retries (``ProducerStateManager.check``);
+        LogAppendTime stamped. COORDINATOR: no sequence checks and no deduplication (its
+        records carry no sequence); a control batch must be a marker, not fenced
+        (``check_marker``), and is stamped with LogAppendTime like a client's batch.
+        REPLICATION: nothing more - the leader checked; a control batch that is not a marker
+        we know is appended all the same and ignored by producer state."""
+        if origin is AppendOrigin.REPLICATION:
+            headers = self._batch_headers(buffer)
+            return headers, self._markers(buffer, headers, origin), None
+        if len(buffer) > self.settings.max_message_bytes:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"{self}: {len(buffer)}-byte batch exceeds max.message.bytes="
+                             f"{self.settings.max_message_bytes}")
+        position, end = 0, len(buffer)
+        header = batches.validate_batch(buffer, position, end)
+        if header.size != end:
+            # Kafka requires exactly one batch per partition in a magic-2 produce request.
+            count = len(self._batch_headers(buffer))  # each checked first, as a follower's
+            raise KafkaError(ErrorCode.INVALID_RECORD,
+                             f"{self}: {count} record batches in one produce request; "
+                             "expected exactly one")
+        headers = [(position, header)]
+        markers: Mapping[int, Marker] = _NO_MARKERS
+        if origin is AppendOrigin.CLIENT:
+            duplicate = self._check_client_batch(header)
+            if duplicate is not None:
+                return headers, markers, duplicate
+        else:
+            markers = self._markers(buffer, headers, origin)
+        if self.settings.log_append_time and (origin is AppendOrigin.CLIENT or markers):
+            # Coordinators' data batches keep their CreateTime (this broker's clock already).
+            assert isinstance(buffer, bytearray), type(buffer)
+            batches.set_log_append_time(buffer, position, header.size,
+                                        self.clock() if now is None else now)
+            headers = [(position, batches.parse_header(buffer, position))]
+        return headers, markers, None
+
+    def _batch_headers(self, buffer: batches.ReadableBuffer
+                       ) -> list[tuple[int, batches.BatchHeader]]:
+        headers, position, end = [], 0, len(buffer)
+        while position < end:
+            header = batches.validate_batch(buffer, position, end)
+            headers.append((position, header))
+            position += header.size
+        return headers
+
+    def _markers(self, buffer: batches.ReadableBuffer,
+                 headers: list[tuple[int, batches.BatchHeader]],
+                 origin: AppendOrigin) -> dict[int, Marker]:
+        """The transaction marker in each control batch, by position. A coordinator's must
+        decode and pass ``check_marker`` (INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED); a replicated one without a producer id, or that does
+        not decode, is left out (producer state ignores it)."""
+        markers = {}
+        coordinator = origin is AppendOrigin.COORDINATOR
+        for position, header in headers:
+            if not header.is_control or not (coordinator or header.has_producer_id):
+                continue
+            # decode_marker copies the batch's bytes: a follower's records may be a view of
+            # a buffer the fetcher reuses
+            batch = memoryview(buffer)[position:position + header.size]
+            if coordinator:
+                marker = control_records.decode_marker(batch, header)
+                self.producer_state.check_marker(header.producer_id, header.producer_epoch,
+                                                 marker.coordinator_epoch)
+                markers[position] = marker
+            else:
+                decoded = self._marker_of(header, batch)
+                if decoded is not None:
+                    markers[position] = decoded
+        return markers
 
     def _index_if_aborted(self, completed: CompletedTxn | None) -> None:
         if completed is not None and completed.is_aborted:
             self.log.append_aborted_txn(_aborted_entry(completed))
 
-    def _marker_of(self, header: batches.BatchHeader, batch: bytes | None) -> Marker | None:
+    def _marker_of(self, header: batches.BatchHeader,
+                   batch: bytes | memoryview | None) -> Marker | None:
         if not header.is_control or batch is None:
             return None
         try:
@@ -380,19 +508,6 @@ class Partition:
         if not header.has_producer_id:
             return None
         return self.producer_state.check(header, partition_is_empty=self.log_end_offset == 0)
-
-    def _validate(self, buffer: bytearray) -> list[tuple[int, batches.BatchHeader]]:
-        headers, position, end = [], 0, len(buffer)
-        while position < end:
-            header = batches.validate_batch(buffer, position, end)
-            headers.append((position, header))
-            position += header.size
-        if len(headers) != 1:
-            # Kafka requires exactly one batch per partition in a magic-2 produce request.
-            raise KafkaError(ErrorCode.INVALID_RECORD,
-                             f"{self}: {len(headers)} record batches in one produce request; "
-                             "expected exactly one")
-        return headers
 
     def wait_for_acks(self, required_offset: int) -> asyncio.Future[ErrorCode]:
         """acks=all (Kafka's delayed produce): a future resolved with an ``ErrorCode`` once
@@ -648,34 +763,6 @@ class Partition:
         self._check_invariants()
 
     # -- replication (follower) ------------------------------------------------------------
-
-    def append_as_follower(self, records: batches.ReadableBuffer | None) -> AppendInfo | None:
-        """Append the leader's batches as they are (its offsets and epochs), after checking
-        their CRCs; records each newer epoch's start, and applies the batches to producer
-        state as the leader did: sequences, transactions opened, markers (an ABORT is
-        indexed in our ``.txnindex`` too)."""
-        if self.is_leader:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                             f"{self}: a leader does not append replicated batches")
-        if not records:
-            return None
-        # No copy: a follower's append changes nothing in the batches.
-        headers, position, end = [], 0, len(records)
-        while position < end:
-            header = batches.validate_batch(records, position, end)
-            headers.append((position, header))
-            position += header.size
-        info = self.log.append(records, None)
-        now = self.clock()
-        for position, header in headers:
-            if header.partition_leader_epoch > self.epoch_cache.latest_epoch:
-                self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            if header.has_producer_id:
-                control = (bytes(records[position:position + header.size]) if header.is_control
-                           else None)  # records may be a view of a buffer the fetcher reuses
-                self._apply_producer_batch(header, control, now)
-        self._check_invariants()
-        return info
 
     def truncate_to(self, offset: int) -> None:
         """Drop our divergent tail from ``offset`` on (found with OffsetForLeaderEpoch);

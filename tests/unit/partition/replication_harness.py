@@ -26,12 +26,13 @@ CONFIGS = {"segment.bytes": str(1 << 20), "segment.ms": str(7 * 86400_000),
 
 
 class ReplicaSet:
-    def __init__(self, directory: Path, replicas=(1, 2, 3), min_insync_replicas: int = 2) -> None:
+    def __init__(self, directory: Path, replicas=(1, 2, 3), min_insync_replicas: int = 2,
+                 configs: dict[str, str] | None = None) -> None:
         self.directory = directory
         self.clock = FakeClock()
         self.replica_ids = tuple(replicas)
-        configs = dict(CONFIGS, **{"min.insync.replicas": str(min_insync_replicas)})
-        self.settings = TopicSettings.from_configs(configs)
+        self.settings = TopicSettings.from_configs(
+            {**CONFIGS, "min.insync.replicas": str(min_insync_replicas), **(configs or {})})
         self.replicas = {r: self._open(r) for r in replicas}
         self.state = PartitionState(replicas[0], 0, tuple(replicas), version=0)
         for partition in self.replicas.values():
