@@ -151,10 +151,6 @@ async def serve(world: World, sender: str, target: Node | None, request: Any, ve
     ctx = RequestContext(ApiKey(request.API_KEY), version, 0, client_id, sender,
                          target.services)
     response = await dispatch(ctx, request)
-    if target.incarnation != incarnation:
-        # killed while it served the request: the process that would answer is gone, and
-        # kill -9 reset the connection (its services are the dead incarnation's)
-        raise ConnectionError(f"{target.name} reset the connection")
     await asyncio.sleep(world.network.latency())
     sending_node = world.nodes.get(int(sender.split("-")[1])) \
         if sender.startswith("broker-") else None
