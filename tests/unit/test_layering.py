@@ -194,3 +194,83 @@ def test_the_package_graph_has_no_cycle():
         lines = [f"  {where[edge]}" for edge in zip(cycle, cycle[1:]) if edge in where]
         raise AssertionError("the packages import each other in a cycle: "
                              + " -> ".join(cycle) + "\n" + "\n".join(lines)) from None
+
+
+# -- request handlers reach the broker's state only through their services ----------------
+
+HANDLERS = ROOT / "broker" / "handlers"
+BROKER_MODULE = "oncelog.broker.broker"
+
+
+def _mentions_broker_class(expression: str) -> bool:
+    """A string annotation or cast target ("Broker", "Broker | None") that names Broker."""
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError:
+        return False  # prose: a docstring or a message
+    return any(isinstance(node, ast.Name) and node.id == "Broker" for node in ast.walk(tree))
+
+
+def broker_reaches(path: Path, source: str | None = None) -> list[str]:
+    """Where a handler module reaches past its ``ctx.services`` to the ``Broker``: an import
+    of ``oncelog.broker.broker`` (or of ``Broker`` from it), the name ``Broker``, or an
+    attribute named ``broker`` (``ctx.broker``). Each as ``file:line: what``."""
+    source = path.read_text() if source is None else source
+    tree = ast.parse(source, filename=str(path))
+    relative = path.relative_to(ROOT)
+    package = ["oncelog", *relative.parent.parts]
+    where = f"src/oncelog/{relative}"
+    found: list[str] = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == BROKER_MODULE or alias.name.startswith(BROKER_MODULE + "."):
+                    found.append(f"{where}:{line}: imports {alias.name}")
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            for alias in node.names:
+                target = module if module == BROKER_MODULE else f"{module}.{alias.name}"
+                if target == BROKER_MODULE or alias.name == "Broker":
+                    found.append(f"{where}:{line}: imports {alias.name} from {module}")
+        elif isinstance(node, ast.Name) and node.id == "Broker":
+            found.append(f"{where}:{line}: names Broker")
+        elif isinstance(node, ast.Attribute) and node.attr == "broker":
+            found.append(f"{where}:{line}: reaches {ast.unparse(node)}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and _mentions_broker_class(node.value):
+            found.append(f"{where}:{line}: names Broker in {node.value!r}")
+    return sorted(found, key=lambda text: int(text.split(":")[1]))
+
+
+def test_handlers_reach_the_broker_only_through_their_services():
+    """A handler is given ``ctx.services`` (``broker/services.py``), the state owners it may
+    use, and nothing else of the broker: not the ``Broker`` class, not ``ctx.broker``. (They
+    reached through ``ctx.broker`` about a hundred times, so the simulation had to fake a
+    ``Broker`` to serve a request; STYLE.md §9.)"""
+    handlers = sorted(HANDLERS.glob("*.py"))
+    assert len(handlers) > 20, f"no handler modules found in {HANDLERS}"
+    found = [reach for path in handlers for reach in broker_reaches(path)]
+    assert not found, ("handlers reaching the Broker instead of ctx.services "
+                       "(tests/unit/test_layering.py):\n" + "\n".join(f"  {f}" for f in found))
+
+
+def test_the_handler_check_finds_each_way_to_the_broker():
+    path = HANDLERS / "produce.py"
+    source = '''"""A handler that reaches the Broker (a docstring may say so)."""
+from ..broker import Broker
+from .. import broker
+import oncelog.broker.broker
+from oncelog.broker.broker import wall_clock_ms
+from ...broker.broker import Broker as B
+
+async def handle(ctx, request) -> "Broker | None":
+    config = ctx.broker.config
+    return cast("Broker", ctx)
+'''
+    found = broker_reaches(path, source)
+    lines = [int(text.split(":")[1]) for text in found]
+    assert lines == [2, 3, 4, 5, 6, 8, 9, 10], found
+    assert found[0] == "src/oncelog/broker/handlers/produce.py:2: imports Broker from " \
+                       "oncelog.broker.broker"

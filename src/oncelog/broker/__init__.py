@@ -3,10 +3,15 @@
 - ``broker`` - ``Broker``: owns the state holders (partitions, both coordinators, the
   metadata store and, in cluster mode, its membership) and runs the listener and the
   background tasks (flusher, coordinator timers, log maintenance).
+- ``services`` - ``BrokerServices``: the state owners a handler may use, named (node id,
+  config, partitions, flusher, producer ids, the internal topics, both coordinators, the
+  live brokers, ``ClusterIdentity``); ``build_services`` wires them for a ``Broker`` and for
+  a simulated broker alike. Handlers never see the ``Broker`` itself.
 - ``server`` - the listener: frames in, requests run as they arrive, responses out in
   request order per connection; ``writable`` waits on a full socket for ``os.sendfile``.
 - ``dispatch`` - routes a decoded request to its module in ``handlers`` (one per Kafka API)
-  and turns every failure into a Kafka error code; ``context`` is what a handler receives.
+  and turns every failure into a Kafka error code; ``context`` is what a handler receives
+  (``RequestContext``: the request's header facts and the broker's ``services``).
 - ``listeners`` - ``parse_listener``: ``listeners`` and ``advertised.listeners`` as HOST:PORT.
   The configs themselves (``BrokerConfig``, topic configs, describing them) are in
   ``oncelog.config``, below the packages that read them.

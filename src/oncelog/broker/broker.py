@@ -35,16 +35,11 @@ from ..controller.metadata_store import LocalMetadataStore
 from ..controller.live_brokers import LiveBrokers
 from ..controller.store import (BrokerRegistration, MetadataStore, NodeIdInUse, StoreCalls,
                                 StoreUnavailable)
-from ..controller.producer_ids import ProducerIdManager
-from ..coordinator.group import GroupConfig, GroupCoordinator
-from ..coordinator.group.offsets_topic import OffsetsTopic
 from ..coordinator.leadership import CoordinatorLeadership
-from ..coordinator.transaction.coordinator import TransactionCoordinator
-from ..coordinator.transaction.markers import TransactionMarkers
-from ..coordinator.transaction.state_topic import TransactionStateTopic
-from ..partition import Flusher, LeadershipLease, PartitionManager
+from ..partition import LeadershipLease, PartitionManager
 from .listeners import parse_listener
 from .server import Connection
+from .services import ClusterIdentity, build_services
 from .writable import WriteWaiter
 
 if TYPE_CHECKING:
@@ -63,13 +58,16 @@ class Broker:
         self.clock = clock
         self.node_id: int = config["node.id"]
         self.listen_host, self.listen_port = parse_listener(config["listeners"])
-        advertised = config["advertised.listeners"] or config["listeners"]
-        self.advertised_host, self.advertised_port = parse_listener(advertised)
-        if self.advertised_host in ("0.0.0.0", "::"):
+        advertised_host, advertised_port = parse_listener(
+            config["advertised.listeners"] or config["listeners"])
+        if advertised_host in ("0.0.0.0", "::"):
             raise ConfigError("advertised.listeners must name a host clients can reach, not "
-                              f"{self.advertised_host}; set advertised.listeners=HOST:PORT")
+                              f"{advertised_host}; set advertised.listeners=HOST:PORT")
         self.data_dir = config.data_dir
-        self.cluster_mode = bool(config["zookeeper.connect"])
+        # the cluster id and (when configured as 0) the advertised port are filled in by run()
+        self.identity = ClusterIdentity(bool(config["zookeeper.connect"]), advertised_host,
+                                        advertised_port)
+        self.cluster_mode = self.identity.cluster_mode
         self.store: MetadataStore
         self.lease: LeadershipLease | None
         if self.cluster_mode:
@@ -88,26 +86,35 @@ class Broker:
         self.partitions = PartitionManager(config, self.store, clock, self.node_id,
                                            lease=self.lease, calls=self.store_calls)
         self.partitions.live_broker_ids = lambda: sorted(self.live_brokers) or [self.node_id]
-        self.flusher = Flusher()
         self.write_waiter: WriteWaiter | None = None  # the event loop's, made by run()
-        self.partitions.flusher = self.flusher
-        self.producer_ids = ProducerIdManager(self.store, self.store_calls)
-        self.offsets_topic = OffsetsTopic(self.partitions, clock)
-        self.group_coordinator = GroupCoordinator(GroupConfig.from_broker_config(config),
-                                                  self.offsets_topic, clock)
         # this broker's view of the cluster: live brokers and the controller
         self.brokers = LiveBrokers()
-        self.transaction_state_topic = TransactionStateTopic(self.partitions, clock)
-        self.transaction_markers = TransactionMarkers(
-            self.node_id, self.partitions, self.group_coordinator, self.brokers.address)
-        self.transaction_coordinator = TransactionCoordinator(
-            config, self.transaction_state_topic, self.producer_ids,
-            self.transaction_markers, clock)
+        # what request handlers use, and nothing else of the broker (services.py)
+        self.services = build_services(config, self.identity, self.partitions, self.store,
+                                       self.store_calls, self.brokers, clock)
+        self.flusher = self.services.flusher
+        self.producer_ids = self.services.producer_ids
+        self.offsets_topic = self.services.offsets_topic
+        self.group_coordinator = self.services.group_coordinator
+        self.transaction_state_topic = self.services.transaction_state_topic
+        self.transaction_coordinator = self.services.transaction_coordinator
+        self.transaction_markers = self.transaction_coordinator.markers
         self.connections: set[Connection] = set()
-        self.cluster_id = ""
         self.membership: ClusterMembership | None = None  # in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
+
+    @property
+    def cluster_id(self) -> str:
+        return self.identity.cluster_id
+
+    @property
+    def advertised_host(self) -> str:
+        return self.identity.advertised_host
+
+    @property
+    def advertised_port(self) -> int:
+        return self.identity.advertised_port
 
     @property
     def live_brokers(self) -> dict[int, BrokerRegistration]:
@@ -153,7 +160,7 @@ class Broker:
         if self.cluster_mode:
             await self._join_cluster()
         else:
-            self.cluster_id = self.store.cluster_id(self.config["cluster.id"])
+            self.identity.cluster_id = self.store.cluster_id(self.config["cluster.id"])
             self.partitions.load()
             await self.offsets_topic.create_if_missing(self.config)
             self.group_coordinator.load()
@@ -178,8 +185,8 @@ class Broker:
                               f"{reason}") from None
         if self.listen_port == 0:
             self.listen_port = server.sockets[0].getsockname()[1]
-            if self.advertised_port == 0:
-                self.advertised_port = self.listen_port
+            if self.identity.advertised_port == 0:
+                self.identity.advertised_port = self.listen_port
         if self.cluster_mode:
             assert self.membership is not None  # made by _join_cluster in cluster mode
             try:
@@ -237,8 +244,8 @@ class Broker:
         assert isinstance(self.store, ZooKeeperMetadataStore)  # cluster mode's
         try:
             await asyncio.to_thread(self.store.connect)
-            self.cluster_id = await asyncio.to_thread(self.store.cluster_id,
-                                                      self.config["cluster.id"])
+            self.identity.cluster_id = await asyncio.to_thread(self.store.cluster_id,
+                                                               self.config["cluster.id"])
         except StoreUnavailable as error:
             raise ConfigError(str(error)) from None
         assert self.lease is not None  # a broker in a cluster holds a leadership lease

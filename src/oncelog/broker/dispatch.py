@@ -39,17 +39,22 @@ HANDLERS = {module.API_KEY: module for module in (
 
 
 async def dispatch(ctx: RequestContext, request: ApiMessage) -> Response:
+    # The table's values are modules, so what they return is Any to the type checker; each
+    # handler's own signature is checked in its module.
     handler = HANDLERS[ctx.api_key]
+    response: Response
     if ctx.api_version not in handler.VERSIONS:
-        return handler.error_response(request, ErrorCode.UNSUPPORTED_VERSION,
-                                      f"v{ctx.api_version} is not served")
+        response = handler.error_response(request, ErrorCode.UNSUPPORTED_VERSION,
+                                          f"v{ctx.api_version} is not served")
+        return response
     try:
-        return await handler.handle(ctx, request)
+        response = await handler.handle(ctx, request)
     except KafkaError as error:
         log.debug("%s v%d from %s: %s", ctx.api_key.name, ctx.api_version, ctx.client_address,
                  error)
-        return handler.error_response(request, error.code, error.message)
+        response = handler.error_response(request, error.code, error.message)
     except Exception:
         log.exception("unexpected error in %s v%d from %s", ctx.api_key.name, ctx.api_version,
                       ctx.client_address)
-        return handler.error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+        response = handler.error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+    return response

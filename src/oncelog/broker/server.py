@@ -105,7 +105,8 @@ class Connection(asyncio.BufferedProtocol):
     SHRINK_AFTER_S = 0.05
 
     def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+        self.broker = broker  # its connections, write waiter and limits; never handed on
+        self.services = broker.services  # what the handlers are given
         self.loop = asyncio.get_running_loop()
         self.limits = limits_for(broker, self.loop.call_soon)
         self.pool = self.limits.pool
@@ -402,7 +403,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         charge = self._charge(len(frame) * DECODED_COST_FACTOR)
         ctx = RequestContext(api_key, header.api_version, header.correlation_id,
-                             header.client_id, self.peer, self.broker)
+                             header.client_id, self.peer, self.services)
         expects = request.expect_response()
         written = None
         after = None

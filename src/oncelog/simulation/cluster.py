@@ -31,11 +31,12 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar, cast
 
 from ..config import BrokerConfig
 from ..broker.context import RequestContext
 from ..broker.dispatch import dispatch
+from ..broker.services import BrokerServices, ClusterIdentity, build_services
 from ..controller.live_brokers import LiveBrokers
 from ..membership import ClusterMembership
 from ..controller.store import (BrokerRegistration, NodeIdInUse, StoreCalls, StoreTimedOut,
@@ -52,14 +53,12 @@ from .loop import SimulatedLoop
 from .zookeeper import MemoryZooKeeper
 from .zookeeper_store import SimulatedZooKeeperStore
 
-if TYPE_CHECKING:
-    from ..broker.broker import Broker
-
 log = logging.getLogger(__name__)
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 ZOOKEEPER = "zookeeper"
+PORT = 9092  # every simulated broker registers its name and this port
 
 
 @dataclass
@@ -135,31 +134,6 @@ class SimulatedStoreCalls(StoreCalls):
         pass
 
 
-class BrokerFacade:
-    """What a request handler reaches through ``ctx.broker`` on a simulated broker."""
-
-    def __init__(self, node: Node) -> None:
-        self.node = node
-
-    @property
-    def partitions(self) -> PartitionManager:
-        assert self.node.partitions is not None
-        return self.node.partitions
-
-    @property
-    def config(self) -> BrokerConfig:
-        assert self.node.config is not None
-        return self.node.config
-
-    @property
-    def node_id(self) -> int:
-        return self.node.node_id
-
-    @property
-    def live_brokers(self) -> dict[int, BrokerRegistration]:
-        return self.node.brokers.live if self.node.brokers is not None else {}
-
-
 async def serve(world: World, sender: str, target: Node | None, request: Any, version: int,
                 client_id: str) -> Any:
     """A request from ``sender`` to broker ``target`` over the simulated network, answered
@@ -173,8 +147,9 @@ async def serve(world: World, sender: str, target: Node | None, request: Any, ve
     await asyncio.sleep(world.network.latency())
     if not target.alive or target.incarnation != incarnation:
         raise ConnectionError(f"{target.name} reset the connection")
+    assert target.services is not None  # made by start(), before it first waits
     ctx = RequestContext(ApiKey(request.API_KEY), version, 0, client_id, sender,
-                         cast("Broker", BrokerFacade(target)))
+                         target.services)
     response = await dispatch(ctx, request)
     await asyncio.sleep(world.network.latency())
     sending_node = world.nodes.get(int(sender.split("-")[1])) \
@@ -200,16 +175,19 @@ def _as_received(response: Any) -> Any:
 
 
 class SimulatedLeaderClient:
-    """A follower's connection to its leader, through the simulated network."""
+    """A broker's connection to a partition leader (a follower's, or the transaction
+    markers'), through the simulated network."""
 
-    def __init__(self, node: Node, leader_id: int) -> None:
+    def __init__(self, node: Node, leader_id: int, client_id: str = "replica-fetcher") -> None:
         self.node = node
         self.leader_id = leader_id
+        self.client_id = client_id
+        self.host, self.port = f"broker-{leader_id}", PORT  # as the leader registers
 
     async def request(self, request: Any, version: int) -> Any:
         leader = self.node.world.nodes.get(self.leader_id)
         return await serve(self.node.world, self.node.name, leader, request, version,
-                           "replica-fetcher")
+                           self.client_id)
 
     def close(self) -> None:
         pass
@@ -235,6 +213,8 @@ class Node:
         self.lease: LeadershipLease | None = None
         self.brokers: LiveBrokers | None = None
         self.config: BrokerConfig | None = None
+        # what its request handlers use, built as a Broker builds its own
+        self.services: BrokerServices | None = None
         self._task: asyncio.Task[None] | None = None
         self.incarnation = 0
 
@@ -261,12 +241,19 @@ class Node:
         store = SimulatedZooKeeperStore(world.zookeeper, self, config)
         self.store = store
         self.lease = LeadershipLease(0.8 * world.settings.session_timeout_s, loop.time)
-        self.partitions = PartitionManager(config, store, lambda: int(loop.time() * 1000),
-                                           self.node_id, lease=self.lease, calls=calls)
+
+        def clock() -> int:
+            return int(loop.time() * 1000)
+
+        self.partitions = PartitionManager(config, store, clock, self.node_id,
+                                           lease=self.lease, calls=calls)
         self.brokers = LiveBrokers(monotonic=loop.time)
         self.partitions.live_broker_ids = lambda: sorted(self.brokers.live) if self.brokers \
             else [self.node_id]
-        registration = BrokerRegistration(self.node_id, self.name, 9092)
+        registration = BrokerRegistration(self.node_id, self.name, PORT)
+        self.services = build_services(
+            config, ClusterIdentity(True, registration.host, registration.port),
+            self.partitions, store, calls, self.brokers, clock, connect=self._connect)
         self.membership = ClusterMembership(
             config, store, calls, self.partitions, self.lease, self.brokers,
             lambda: registration, fetcher_factory=self._fetcher, monotonic=loop.time,
@@ -293,6 +280,12 @@ class Node:
         if self.incarnation != generation or not self.alive:
             return
         self._task = loop.create_task(self._run(), name=f"{self.name}-{self.incarnation}")
+
+    def _connect(self, host: str, port: int) -> SimulatedLeaderClient:
+        """The transaction markers' connection to the broker registered at host:port."""
+        leader_id = next((n.node_id for n in self.world.nodes.values()
+                          if (n.name, PORT) == (host, port)), -1)  # -1: reaches no one
+        return SimulatedLeaderClient(self, leader_id, "transaction-markers")
 
     def _fetcher(self, leader_id: int, registration: BrokerRegistration) -> ReplicaFetcher:
         assert self.partitions is not None and self.config is not None

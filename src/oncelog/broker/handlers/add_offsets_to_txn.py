@@ -25,12 +25,12 @@ VERSIONS = range(0, 4)
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     if not request.group_id:
         return error_response(request, ErrorCode.INVALID_GROUP_ID, "an empty group id")
-    index = ctx.broker.group_coordinator.partition_for(request.group_id)
+    index = ctx.services.group_coordinator.partition_for(request.group_id)
     if index < 0:
         return error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                               f"{OFFSETS_TOPIC} does not exist yet")
     try:
-        await ctx.broker.transaction_coordinator.add_partitions(
+        await ctx.services.transaction_coordinator.add_partitions(
             request.transactional_id, request.producer_id, request.producer_epoch,
             {(OFFSETS_TOPIC, index)})
     except KafkaError as error:

@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest
         return _response(request, lambda p: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if p in unknown
                                              else ErrorCode.OPERATION_NOT_ATTEMPTED))
     try:
-        await ctx.broker.transaction_coordinator.add_partitions(
+        await ctx.services.transaction_coordinator.add_partitions(
             request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
             request.v3_and_below_producer_epoch, wanted)
     except KafkaError as error:
@@ -48,7 +48,7 @@ async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest
 
 
 def _exists(ctx: RequestContext, topic: str, index: int) -> bool:
-    known = ctx.partitions.topics.get(topic)
+    known = ctx.services.partitions.topics.get(topic)
     return known is not None and 0 <= index < known.partition_count
 
 

@@ -54,7 +54,7 @@ def _answer(code: ErrorCode) -> _Answer:
     return answer
 
 
-def _api_keys() -> list:
+def _api_keys() -> list[ApiVersionsResponse.ApiVersion]:
     from ..dispatch import HANDLERS  # the table imports this module
     offered = {key: getattr(module, "ADVERTISED_VERSIONS", module.VERSIONS)
                for key, module in HANDLERS.items()}

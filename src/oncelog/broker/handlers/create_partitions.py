@@ -32,9 +32,9 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"topic {topic.name!r} appears more than once in the request")
             assignment = [list(a.broker_ids) for a in topic.assignments or []] or None
-            await ctx.partitions.create_partitions(
+            await ctx.services.partitions.create_partitions(
                 topic.name, topic.count, request.validate_only,
-                live_brokers=list(ctx.broker.live_brokers), assignment=assignment,
+                live_brokers=list(ctx.services.brokers.live), assignment=assignment,
                 timeout_s=request.timeout_ms / 1000 if request.timeout_ms > 0 else 30.0)
             results.append(Result(name=topic.name, error_code=ErrorCode.NONE, error_message=None))
         except KafkaError as error:

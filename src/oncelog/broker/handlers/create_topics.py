@@ -77,17 +77,17 @@ async def _create(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic
         if config.value is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, "a topic config has a null value")
         configs[config.name] = config.value
-    manager = ctx.partitions
+    manager = ctx.services.partitions
     created = await manager.create_topic(topic.name, num_partitions, replication_factor,
                                          configs, validate_only=validate_only,
                                          assignment=assignment,
-                                         live_brokers=list(ctx.broker.live_brokers),
+                                         live_brokers=list(ctx.services.brokers.live),
                                          timeout_s=timeout_s)
     if replication_factor == -1:
-        replication_factor = ctx.broker.config["default.replication.factor"]
+        replication_factor = ctx.services.config["default.replication.factor"]
     if created is None:  # validate_only
         count = (len(assignment) if assignment else num_partitions if num_partitions != -1
-                 else ctx.broker.config["num.partitions"])
+                 else ctx.services.config["num.partitions"])
         return _ok(ctx, topic.name, ZERO_UUID, count, configs, replication_factor)
     return _ok(ctx, topic.name, uuid.UUID(created.record.topic_id), created.partition_count,
                configs, replication_factor)
@@ -97,7 +97,7 @@ def _ok(ctx: RequestContext, name: str, topic_id: uuid.UUID, partitions: int,
         overrides: dict[str, str], replication_factor: int) -> Result:
     configs = [ConfigResult(name=e.name, value=e.value, read_only=False,
                             config_source=e.source, is_sensitive=False)
-               for e in describe_topic_configs(ctx.broker.config, overrides)]
+               for e in describe_topic_configs(ctx.services.config, overrides)]
     return Result(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
                   num_partitions=partitions, replication_factor=replication_factor,
                   configs=configs)

@@ -20,7 +20,7 @@ Result = DeleteGroupsResponse.DeletableGroupResult
 
 
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    results = ctx.broker.group_coordinator.delete_groups(list(request.groups_names))
+    results = ctx.services.group_coordinator.delete_groups(list(request.groups_names))
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         Result(group_id=group_id, error_code=code) for group_id, code in results.items()])
 

@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
                                   error_message="deletion by topic id is not supported"))
             continue
         try:
-            topic = await ctx.partitions.delete_topic(
+            topic = await ctx.services.partitions.delete_topic(
                 name, request.timeout_ms / 1000 if request.timeout_ms > 0 else 30.0)
         except KafkaError as error:
             results.append(Result(name=name, topic_id=ZERO_UUID, error_code=error.code,

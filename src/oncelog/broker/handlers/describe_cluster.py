@@ -19,13 +19,13 @@ NO_AUTHORIZED_OPERATIONS = {31}
 
 
 async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
-    broker = ctx.broker
+    services = ctx.services
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=1,
-        cluster_id=broker.cluster_id, controller_id=broker.controller_id,
+        cluster_id=services.identity.cluster_id, controller_id=services.brokers.controller_id,
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
             broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-            for b in sorted(broker.live_brokers.values(), key=lambda b: b.node_id)],
+            for b in sorted(services.brokers.live.values(), key=lambda b: b.node_id)],
         authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 

@@ -45,13 +45,13 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
 
 def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigEntry]:
     if resource_type == TOPIC:
-        topic = ctx.partitions.get_topic(name)
-        return describe_topic_configs(ctx.broker.config, topic.record.configs)
+        topic = ctx.services.partitions.get_topic(name)
+        return describe_topic_configs(ctx.services.config, topic.record.configs)
     if resource_type == BROKER:
-        if name not in ("", str(ctx.broker.node_id)):
+        if name not in ("", str(ctx.services.node_id)):
             raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             f"this is broker {ctx.broker.node_id}, not {name!r}")
-        return describe_broker_configs(ctx.broker.config)
+                             f"this is broker {ctx.services.node_id}, not {name!r}")
+        return describe_broker_configs(ctx.services.config)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported")
 
 

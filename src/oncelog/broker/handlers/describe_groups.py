@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> Describ
 
 
 def _describe(ctx: RequestContext, group_id: str, operations: set[int]) -> Described:
-    error, summary = ctx.broker.group_coordinator.describe_group(group_id)
+    error, summary = ctx.services.group_coordinator.describe_group(group_id)
     if error is not ErrorCode.NONE:
         return _error(group_id, error, None)
     if summary is None:

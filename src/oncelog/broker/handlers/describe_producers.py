@@ -29,7 +29,7 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest
         results = []
         for index in topic.partition_indexes:
             try:
-                partition = ctx.partitions.get_partition(topic.name, index)
+                partition = ctx.services.partitions.get_partition(topic.name, index)
             except KafkaError as error:
                 results.append(_result(index, error.code, error.message, []))
                 continue

@@ -24,7 +24,7 @@ State = DescribeTransactionsResponse.TransactionState
 
 async def handle(ctx: RequestContext, request: DescribeTransactionsRequest
                 ) -> DescribeTransactionsResponse:
-    coordinator = ctx.broker.transaction_coordinator
+    coordinator = ctx.services.transaction_coordinator
     states = []
     for transactional_id in request.transactional_ids:
         try:

@@ -25,7 +25,7 @@ VERSIONS = range(0, 4)
 
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
     try:
-        await ctx.broker.transaction_coordinator.end_transaction(
+        await ctx.services.transaction_coordinator.end_transaction(
             request.transactional_id, request.producer_id, request.producer_epoch,
             bool(request.committed))
     except KafkaError as error:

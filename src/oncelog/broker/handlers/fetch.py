@@ -61,7 +61,7 @@ AbortedTransaction = PartitionData.AbortedTransaction
 
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     isolation = IsolationLevel.from_wire(request.isolation_level)
-    max_bytes = min(request.max_bytes, ctx.broker.config["fetch.max.bytes"])
+    max_bytes = min(request.max_bytes, ctx.services.config["fetch.max.bytes"])
     loop = asyncio.get_running_loop()  # its clock: a simulation's loop keeps virtual time
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
     while True:
@@ -118,7 +118,7 @@ def _read_all(ctx: RequestContext, request: FetchRequest, isolation: IsolationLe
 def _topic_named(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
     """The name of the topic this broker knows under ``topic_id`` (None: none)."""
     wanted = str(topic_id)
-    for name, topic in ctx.partitions.topics.items():
+    for name, topic in ctx.services.partitions.topics.items():
         if topic.record.topic_id == wanted:
             return name
     return None
@@ -131,7 +131,7 @@ def _read_partition(ctx: RequestContext, topic: str,
     index = request_partition.partition
     partition = None
     try:
-        partition = ctx.partitions.get_partition(topic, index)
+        partition = ctx.services.partitions.get_partition(topic, index)
         partition.check_leader_epoch(request_partition.current_leader_epoch)
         limit = min(request_partition.partition_max_bytes, max(budget, 0))
         records: Part = b""

@@ -45,32 +45,34 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
 
 
 async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
-    broker = ctx.broker
+    services = ctx.services
     internal: OffsetsTopic | TransactionStateTopic
     coordinator: GroupCoordinator | TransactionCoordinator
     if key_type == GROUP_KEY:
-        internal, coordinator = broker.offsets_topic, broker.group_coordinator
+        internal, coordinator = services.offsets_topic, services.group_coordinator
     elif key_type == TRANSACTION_KEY:
         if not key:
             return _error(key, ErrorCode.INVALID_REQUEST, "an empty transactional id")
-        internal, coordinator = broker.transaction_state_topic, broker.transaction_coordinator
+        internal, coordinator = services.transaction_state_topic, services.transaction_coordinator
     else:
         return _error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
-    if broker.cluster_mode or not internal.partition_count:
+    if services.identity.cluster_mode or not internal.partition_count:
         try:
-            await internal.create_if_missing(broker.config, len(broker.live_brokers) or 1)
+            await internal.create_if_missing(services.config, len(services.brokers.live) or 1)
         except KafkaError as error:
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                           f"cannot create {internal.name}: {error.message}")
-        if not broker.cluster_mode:
+        if not services.identity.cluster_mode:
             coordinator.load()  # a single broker leads every partition of the new topic
-    topic = broker.partitions.topics.get(internal.name)
+    topic = services.partitions.topics.get(internal.name)
     index = partition_for(key, topic.partition_count) if topic is not None else -1
     leader = topic.states[index].leader if topic is not None and index >= 0 else -1
-    if leader == broker.node_id and coordinator.is_coordinator_for(key):
-        return _coordinator(key, broker.node_id, broker.advertised_host, broker.advertised_port)
-    registration = broker.live_brokers.get(leader)
-    if leader == broker.node_id or registration is None:
+    if leader == services.node_id and coordinator.is_coordinator_for(key):
+        identity = services.identity
+        return _coordinator(key, services.node_id, identity.advertised_host,
+                            identity.advertised_port)
+    registration = services.brokers.live.get(leader)
+    if leader == services.node_id or registration is None:
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                       f"{internal.name}-{index} has no loaded leader yet")
     return _coordinator(key, leader, registration.host, registration.port)

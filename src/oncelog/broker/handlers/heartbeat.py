@@ -20,7 +20,7 @@ VERSIONS = range(0, 5)
 
 async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     instance_id = request.group_instance_id if ctx.api_version >= 3 else None
-    error = ctx.broker.group_coordinator.heartbeat(request.group_id, request.member_id,
+    error = ctx.services.group_coordinator.heartbeat(request.group_id, request.member_id,
                                                    instance_id, request.generation_id)
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 

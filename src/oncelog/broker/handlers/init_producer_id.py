@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
     if request.transactional_id is not None:
         return await _transactional(ctx, request, request.transactional_id)
     try:
-        producer_id = await ctx.broker.producer_ids.next_id()
+        producer_id = await ctx.services.producer_ids.next_id()
     except KafkaError as error:  # no id block: the metadata store cannot be reached
         return error_response(request, error.code, error.message)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
@@ -46,7 +46,7 @@ async def _transactional(ctx: RequestContext, request: InitProducerIdRequest,
     if ctx.api_version >= 3 and request.producer_id >= 0:
         expected = (request.producer_id, request.producer_epoch)
     try:
-        producer_id, epoch = await ctx.broker.transaction_coordinator.init_producer_id(
+        producer_id, epoch = await ctx.services.transaction_coordinator.init_producer_id(
             transactional_id, request.transaction_timeout_ms, expected)
     except KafkaError as error:
         return error_response(request, as_client_knows(error.code, ctx.api_version, 4),

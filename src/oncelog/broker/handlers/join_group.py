@@ -49,10 +49,10 @@ async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupRes
         if not answered.done():  # a client that went away leaves a cancelled future
             answered.set_result(result)
 
-    ctx.broker.group_coordinator.join_group(params, respond)
+    ctx.services.group_coordinator.join_group(params, respond)
     result = await answered
     if result.error == ErrorCode.NONE:
-        code = await ctx.wait_for_group_records(request.group_id)
+        code = await ctx.services.wait_for_group_records(request.group_id)
         if code != ErrorCode.NONE:
             return error_response(request, code, None)
     return _response(result, version)

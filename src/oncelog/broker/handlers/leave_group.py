@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupR
     else:
         leaving = [LeavingMember(m.member_id, m.group_instance_id,
                                  m.reason if version >= 5 else None) for m in request.members]
-    error, results = ctx.broker.group_coordinator.leave_group(request.group_id, leaving)
+    error, results = ctx.services.group_coordinator.leave_group(request.group_id, leaving)
     if version < 3:  # one error: the group's, else the member's (Kafka's LeaveGroupResponse)
         error = next((e for e in [error, *results] if e is not ErrorCode.NONE), ErrorCode.NONE)
         return LeaveGroupResponse(throttle_time_ms=0, error_code=error, members=[])

@@ -24,7 +24,7 @@ Listed = ListGroupsResponse.ListedGroup
 async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
     states = set(request.states_filter or []) if ctx.api_version >= 4 else None
     types = set(request.types_filter or []) if ctx.api_version >= 5 else None
-    groups = ctx.broker.group_coordinator.list_groups(states or None, types or None)
+    groups = ctx.services.group_coordinator.list_groups(states or None, types or None)
     return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
         Listed(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                group_type=g.group_type) for g in sorted(groups, key=lambda g: g.group_id)])

@@ -47,7 +47,7 @@ def _lookup(ctx: RequestContext, topic: str,
             isolation: IsolationLevel) -> PartitionResult:
     index = request_partition.partition_index
     try:
-        partition = ctx.partitions.get_partition(topic, index)
+        partition = ctx.services.partitions.get_partition(topic, index)
         partition.check_leader_epoch(request_partition.current_leader_epoch)
         partition.check_leader()
         timestamp = request_partition.timestamp

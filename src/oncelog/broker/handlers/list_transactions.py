@@ -26,7 +26,7 @@ _NAMES = {state.display_name for state in TransactionState}
 async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
     wanted = set(request.state_filters or [])
     duration = request.duration_filter if ctx.api_version >= 1 else -1
-    found = ctx.broker.transaction_coordinator.list(
+    found = ctx.services.transaction_coordinator.list(
         wanted & _NAMES if wanted else None, set(request.producer_id_filters or []) or None,
         duration if duration is not None else -1)
     if wanted and not wanted & _NAMES:

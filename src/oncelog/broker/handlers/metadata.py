@@ -40,7 +40,7 @@ PartitionEntry = TopicEntry.MetadataResponsePartition
 
 
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
-    manager = ctx.partitions
+    manager = ctx.services.partitions
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
         entries = [_topic_entry(ctx, topic) for topic in manager.topics.values()]
     else:
@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
 
 async def _requested_topic(ctx: RequestContext, name: str | None, allow_create: bool
                            ) -> TopicEntry:
-    manager = ctx.partitions
+    manager = ctx.services.partitions
     if name is None:
         return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_ID)
     topic = manager.topics.get(name)
@@ -61,7 +61,7 @@ async def _requested_topic(ctx: RequestContext, name: str | None, allow_create: 
         check_topic_name(name)
     except KafkaError as error:
         return _error_entry(name, error.code)
-    if not (allow_create and ctx.broker.config["auto.create.topics.enable"]):
+    if not (allow_create and ctx.services.config["auto.create.topics.enable"]):
         return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
         topic = await manager.create_topic(name)
@@ -73,11 +73,12 @@ async def _requested_topic(ctx: RequestContext, name: str | None, allow_create: 
             return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
         log.warning("auto-creating topic %r failed: %s", name, error)
         return _error_entry(name, error.code)
+    assert topic is not None  # None only for validate_only
     return _topic_entry(ctx, topic)
 
 
 def _topic_entry(ctx: RequestContext, topic: Topic) -> TopicEntry:
-    live = ctx.broker.live_brokers
+    live = ctx.services.brokers.live
     partitions = []
     for index, state in enumerate(topic.states):
         replicas = list(topic.record.replicas(index))
@@ -99,13 +100,14 @@ def _error_entry(name: str | None, code: ErrorCode) -> TopicEntry:
 
 def _response(ctx: RequestContext, topics: list[TopicEntry], code: ErrorCode = ErrorCode.NONE
               ) -> MetadataResponse:
-    broker = ctx.broker
+    services = ctx.services
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[MetadataResponse.MetadataResponseBroker(
             node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-            for b in broker.brokers.listed()],
-        cluster_id=broker.cluster_id, controller_id=broker.controller_id, topics=topics,
+            for b in services.brokers.listed()],
+        cluster_id=services.identity.cluster_id, controller_id=services.brokers.controller_id,
+        topics=topics,
         authorized_operations=NO_AUTHORIZED_OPERATIONS, error_code=code)
 
 

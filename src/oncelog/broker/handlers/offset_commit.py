@@ -32,7 +32,7 @@ PartitionResult = TopicResult.OffsetCommitResponsePartition
 
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     version = ctx.api_version
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     results: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for topic in request.topics:
@@ -53,10 +53,10 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
         try:
             # Answer once every in-sync replica has the commit (acks=all, as Kafka's
             # coordinator writes), so a coordinator failover cannot lose it.
-            code = await ctx.broker.offsets_topic.wait_for_replication(
-                index, ctx.broker.config["offsets.commit.timeout.ms"])
-            if code is ErrorCode.NONE and ctx.broker.config["log.flush.policy"] == "ack":
-                await ctx.broker.offsets_topic.wait_for_flush(index, ctx.broker.flusher)
+            code = await ctx.services.offsets_topic.wait_for_replication(
+                index, ctx.services.config["offsets.commit.timeout.ms"])
+            if code is ErrorCode.NONE and ctx.services.config["log.flush.policy"] == "ack":
+                await ctx.services.offsets_topic.wait_for_flush(index, ctx.services.flusher)
         except KafkaError:
             code = ErrorCode.NOT_COORDINATOR
         if code is not ErrorCode.NONE:
@@ -65,7 +65,7 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
 
 
 def _exists(ctx: RequestContext, topic: str, partition: int) -> bool:
-    found = ctx.partitions.topics.get(topic)
+    found = ctx.services.partitions.topics.get(topic)
     return found is not None and 0 <= partition < found.partition_count
 
 

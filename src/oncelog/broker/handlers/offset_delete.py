@@ -25,13 +25,13 @@ async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDel
     results: dict[tuple[str, int], ErrorCode] = {}
     known = []
     for topic in request.topics:
-        found = ctx.partitions.topics.get(topic.name)
+        found = ctx.services.partitions.topics.get(topic.name)
         for p in topic.partitions:
             if found is None or not 0 <= p.partition_index < found.partition_count:
                 results[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append((topic.name, p.partition_index))
-    error, deleted = ctx.broker.group_coordinator.delete_offsets(request.group_id, known)
+    error, deleted = ctx.services.group_coordinator.delete_offsets(request.group_id, known)
     if error is not ErrorCode.NONE:
         return error_response(request, error, None)
     results.update(deleted)

@@ -46,7 +46,7 @@ def _requested(topics: list[OffsetFetchRequest.OffsetFetchRequestTopic]
 
 
 async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     stable = ctx.api_version >= 7 and bool(request.require_stable)
     if ctx.api_version >= 8:
         groups = []

@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest
         results = []
         for requested in topic.partitions:
             try:
-                partition = ctx.partitions.get_partition(topic.topic, requested.partition)
+                partition = ctx.services.partitions.get_partition(topic.topic, requested.partition)
                 partition.check_leader_epoch(requested.current_leader_epoch)
                 partition.check_leader()
                 epoch, end_offset = partition.end_offset_for_epoch(requested.leader_epoch)

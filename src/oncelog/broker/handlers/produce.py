@@ -73,7 +73,7 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
                  if required_offset is not None]
         if waits:
             await asyncio.gather(*waits)
-        if ctx.broker.config["log.flush.policy"] == "ack":
+        if ctx.services.config["log.flush.policy"] == "ack":
             await _wait_for_flush(ctx, [(r, p) for r, p, _ in appended
                                         if r.error_code == ErrorCode.NONE])
     return ProduceResponse(responses=topics, throttle_time_ms=0,
@@ -87,21 +87,21 @@ def _point_to_leaders(ctx: RequestContext, topics: list[TopicResult]
     its next metadata refresh (librdkafka otherwise re-queries about a second later)."""
     leaders: set[int] = set()
     for topic in topics:
-        known = ctx.partitions.topics.get(topic.name)
+        known = ctx.services.partitions.topics.get(topic.name)
         for result in topic.partition_responses:
             if result.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER or known is None:
                 continue
             if not 0 <= result.index < len(known.states):
                 continue
             state = known.states[result.index]
-            if state.has_leader and state.leader != ctx.broker.node_id \
-                    and state.leader in ctx.broker.live_brokers:
+            if state.has_leader and state.leader != ctx.services.node_id \
+                    and state.leader in ctx.services.brokers.live:
                 result.current_leader = PartitionResult.LeaderIdAndEpoch(
                     leader_id=state.leader, leader_epoch=state.leader_epoch)
                 leaders.add(state.leader)
     return [ProduceResponse.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port,
                                          rack=b.rack)
-            for b in (ctx.broker.live_brokers[n] for n in sorted(leaders))]
+            for b in (ctx.services.brokers.live[n] for n in sorted(leaders))]
 
 
 def _append(ctx: RequestContext, topic: str, data: PartitionData, acks: int,
@@ -109,7 +109,7 @@ def _append(ctx: RequestContext, topic: str, data: PartitionData, acks: int,
     # a bytearray of their own (protocol.messages.bounded_decoder), patched and written as is
     records = cast("bytearray | None", data.records)
     try:
-        partition = ctx.partitions.get_partition(topic, data.index)
+        partition = ctx.services.partitions.get_partition(topic, data.index)
         _verify_transaction(ctx, transactional_id, topic, data.index, records)
         info = partition.append_records(records, required_acks=acks)
     except KafkaError as error:
@@ -134,7 +134,7 @@ def _verify_transaction(ctx: RequestContext, transactional_id: str | None, topic
         raise KafkaError(ErrorCode.INVALID_TXN_STATE,
                          f"a transactional batch of producer {header.producer_id} without a "
                          "transactional id")
-    code = ctx.broker.transaction_coordinator.verify_partition(
+    code = ctx.services.transaction_coordinator.verify_partition(
         transactional_id, header.producer_id, header.producer_epoch, topic, index)
     if code is ErrorCode.PRODUCER_FENCED:
         raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,  # what Produce answers it
@@ -169,7 +169,7 @@ async def _wait_for_flush(ctx: RequestContext,
                           appended: list[tuple[PartitionResult, Partition]]) -> None:
     partitions = {id(p): p for _, p in appended}
     outcomes = await asyncio.gather(
-        *(ctx.broker.flusher.wait_for_flush(p.log) for p in partitions.values()),
+        *(ctx.services.flusher.wait_for_flush(p.log) for p in partitions.values()),
         return_exceptions=True)
     failed = {key for key, outcome in zip(partitions, outcomes) if isinstance(outcome, Exception)}
     for result, partition in appended:

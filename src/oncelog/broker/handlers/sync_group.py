@@ -38,10 +38,10 @@ async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupRes
         if not answered.done():
             answered.set_result(result)
 
-    ctx.broker.group_coordinator.sync_group(params, respond)
+    ctx.services.group_coordinator.sync_group(params, respond)
     result = await answered
     if result.error == ErrorCode.NONE:
-        code = await ctx.wait_for_group_records(request.group_id)
+        code = await ctx.services.wait_for_group_records(request.group_id)
         if code != ErrorCode.NONE:
             return error_response(request, code, None)
     return SyncGroupResponse(throttle_time_ms=0, error_code=result.error,

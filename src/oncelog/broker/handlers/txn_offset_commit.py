@@ -37,11 +37,11 @@ PartitionResult = TopicResult.TxnOffsetCommitResponsePartition
 
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     version = ctx.api_version
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     if not coordinator.is_coordinator_for(request.group_id or ""):
         return error_response(request, ErrorCode.NOT_COORDINATOR, None)
     index = coordinator.partition_for(request.group_id)
-    code = ctx.broker.transaction_coordinator.verify_partition(
+    code = ctx.services.transaction_coordinator.verify_partition(
         request.transactional_id, request.producer_id, request.producer_epoch, OFFSETS_TOPIC,
         index)
     if code is not ErrorCode.NONE:
@@ -53,7 +53,7 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
     for topic in request.topics:
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
-            known = ctx.partitions.topics.get(topic.name)
+            known = ctx.services.partitions.topics.get(topic.name)
             if known is None or not 0 <= p.partition_index < known.partition_count:
                 results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -65,8 +65,8 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
     results.update(coordinator.txn_offset_commit(request.group_id, request.producer_id,
                                                  request.producer_epoch, *member, offsets))
     if ErrorCode.NONE in results.values():
-        wait = await ctx.broker.offsets_topic.wait_for_replication(
-            index, ctx.broker.config["offsets.commit.timeout.ms"])
+        wait = await ctx.services.offsets_topic.wait_for_replication(
+            index, ctx.services.config["offsets.commit.timeout.ms"])
         if wait is not ErrorCode.NONE:
             results = {k: (wait if c is ErrorCode.NONE else c) for k, c in results.items()}
     return _response(request, lambda topic, partition: results[(topic, partition)])

@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
         topics = []
         for topic in marker.topics:
             codes = await asyncio.gather(*(
-                write_marker_locally(ctx.broker.partitions, ctx.broker.group_coordinator,
+                write_marker_locally(ctx.services.partitions, ctx.services.group_coordinator,
                                      topic.name, index, marker.producer_id,
                                      marker.producer_epoch, bool(marker.transaction_result),
                                      marker.coordinator_epoch)

@@ -29,10 +29,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode, KafkaError
-from ...protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from ...protocol.messages import ApiMessage, WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from ...net.client import BrokerClient
 from ..group.offsets_topic import OFFSETS_TOPIC
 
@@ -51,10 +51,23 @@ M = WriteTxnMarkersRequest.WritableTxnMarker
 _Results = dict[tuple[str, int], ErrorCode]  # per partition
 # node id -> (host, port) of a live broker, or None when it is not live
 BrokerAddress = Callable[[int], tuple[str, int] | None]
-Connect = Callable[[str, int], BrokerClient]
 
 
-def _connect(host: str, port: int) -> BrokerClient:
+class MarkerClient(Protocol):
+    """A connection to one partition leader (``BrokerClient``: one TCP connection; a
+    simulation passes its own)."""
+    host: str
+    port: int
+
+    async def request(self, request: ApiMessage, version: int) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+Connect = Callable[[str, int], MarkerClient]
+
+
+def connect_to_broker(host: str, port: int) -> BrokerClient:
     """One connection to a partition leader, for its WriteTxnMarkers requests."""
     return BrokerClient(host, port, timeout_s=MARKER_TIMEOUT_MS / 1000 + 5)
 
@@ -86,13 +99,13 @@ async def write_marker_locally(partitions: PartitionManager,
 class TransactionMarkers:
     def __init__(self, node_id: int, partitions: PartitionManager,
                  group_coordinator: GroupCoordinator, broker_address: BrokerAddress,
-                 connect: Connect = _connect) -> None:
+                 connect: Connect = connect_to_broker) -> None:
         self.node_id = node_id
         self.partitions = partitions
         self.group_coordinator = group_coordinator
         self._broker_address = broker_address
         self._connect = connect
-        self._clients: dict[int, BrokerClient] = {}
+        self._clients: dict[int, MarkerClient] = {}
 
     async def write_all(self, partitions: list[tuple[str, int]], producer_id: int,
                         producer_epoch: int, commit: bool, coordinator_epoch: int,
