@@ -194,7 +194,9 @@ class Partition:
         # records past it may never have reached the ISR, and consumers must not see them.
         self.high_watermark = (log.log_end_offset if single
                                else _read_high_watermark(log))
-        self._data_waiters: set[asyncio.Future[None]] = set()
+        # waiting fetches, woken in the order they came (a set would wake them in the order
+        # of their addresses: a simulated run would not replay)
+        self._data_waiters: dict[asyncio.Future[None], None] = {}
         self._acks_waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = []
         self.producer_state = ProducerStateManager(f"{topic}-{index}")
         self._load_producer_state(rebuild_txn_index_from=log.txn_index_rebuild_from)
@@ -723,13 +725,13 @@ class Partition:
     # -- waiting fetches (the fetch purgatory) --------------------------------------------
 
     def add_data_waiter(self, waiter: asyncio.Future[None]) -> None:
-        self._data_waiters.add(waiter)
+        self._data_waiters[waiter] = None
 
     def remove_data_waiter(self, waiter: asyncio.Future[None]) -> None:
-        self._data_waiters.discard(waiter)
+        self._data_waiters.pop(waiter, None)
 
     def _wake_fetchers(self) -> None:
-        waiters, self._data_waiters = self._data_waiters, set()
+        waiters, self._data_waiters = self._data_waiters, {}
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
