@@ -147,7 +147,7 @@ __all__ = [
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
     "ApiMessage", "RequestHeader", "decode_request_header", "decode_request", "encode_response",
-    "as_bytes",
+    "as_bytes", "build",
 ]
 
 # Every codec pair the broker may serve. A pair listed here is decodable; what is served
@@ -187,6 +187,37 @@ _PAIRS = (
 )
 REQUESTS: dict[int, type[ApiMessage]] = {request.API_KEY: request for request, _ in _PAIRS}
 RESPONSES: dict[int, type[ApiMessage]] = {response.API_KEY: response for _, response in _PAIRS}
+
+# class -> (its field names, the tagged ones, whether it is a whole message)
+_SHAPES: dict[type, tuple[frozenset[str], frozenset[str], bool]] = {}
+
+
+def build(cls: Any, **fields: Any) -> Any:
+    """``cls(**fields)`` - a message or one of its structs, without a version - as
+    kafka-python's constructor makes it (the same attributes: the fields given, ``tags``
+    naming the tagged ones among them, no version) in a fraction of its time: the
+    constructor walks every field of every version, and one Fetch round trip builds about
+    ten of these. Anything else (an unknown name, a class bound to a version) goes to the
+    constructor itself."""
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        struct_fields = cls._struct._fields
+        shape = _SHAPES[cls] = (frozenset(f.name for f in struct_fields),
+                                frozenset(f.name for f in struct_fields if f._tag is not None),
+                                issubclass(cls, ApiMessage))
+    names, tagged, is_message = shape
+    if not names.issuperset(fields) or (is_message and cls._class_version is not None):
+        return cls(**fields)
+    message = object.__new__(cls)
+    message._version = None
+    message.unknown_tags = None
+    message.tags = set(tagged.intersection(fields)) or None if tagged else None
+    if is_message:
+        message._header = message._min_version = message._max_version = None
+    for name, value in fields.items():
+        setattr(message, name, value)
+    return message
+
 
 _HEADER_FIXED = struct.Struct(">hhih")
 _CORRELATION = struct.Struct(">i")

@@ -96,7 +96,7 @@ class Network:
         return self.rng.uniform(low, high)
 
     def connected(self, a: str, b: str) -> bool:
-        return frozenset((a, b)) not in self.cut
+        return not self.cut or frozenset((a, b)) not in self.cut
 
 
 class SimulatedStoreCalls(StoreCalls):
@@ -160,6 +160,9 @@ class BrokerFacade:
         return self.node.brokers.live if self.node.brokers is not None else {}
 
 
+_API_KEYS: dict[type, ApiKey] = {}  # request class -> its API key
+
+
 async def serve(world: World, sender: str, target: Node | None, request: Any, version: int,
                 client_id: str) -> Any:
     """A request from ``sender`` to broker ``target`` over the simulated network, answered
@@ -173,7 +176,10 @@ async def serve(world: World, sender: str, target: Node | None, request: Any, ve
     await asyncio.sleep(world.network.latency())
     if not target.alive or target.incarnation != incarnation:
         raise ConnectionError(f"{target.name} reset the connection")
-    ctx = RequestContext(ApiKey(request.API_KEY), version, 0, client_id, sender,
+    api_key = _API_KEYS.get(type(request))
+    if api_key is None:
+        api_key = _API_KEYS[type(request)] = ApiKey(request.API_KEY)
+    ctx = RequestContext(api_key, version, 0, client_id, sender,
                          cast("Broker", BrokerFacade(target)))
     response = await dispatch(ctx, request)
     await asyncio.sleep(world.network.latency())

@@ -45,7 +45,9 @@ class SimulatedZooKeeperStore(ZooKeeperMetadataStore):
 
     def carry_events(self, network: Network) -> None:
         if self.connected and not self._closing:
-            self.memory_client.deliver_events()
+            client = self.memory_client  # (nothing waiting: nothing to do, ten times a second)
+            if client.pending_callbacks() or self.server.has_events(client.session_id):
+                client.deliver_events()
 
     def disconnected(self) -> None:
         if self.connected:
