@@ -29,12 +29,13 @@ factor that no input can raise.
 
 from __future__ import annotations
 
+import keyword
 import re
 import struct
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from .api_keys import ApiKey
 from .errors import ErrorCode, KafkaError
@@ -147,7 +148,7 @@ __all__ = [
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
     "ApiMessage", "RequestHeader", "decode_request_header", "decode_request", "encode_response",
-    "as_bytes", "build",
+    "as_bytes", "build", "builder",
 ]
 
 # Every codec pair the broker may serve. A pair listed here is decodable; what is served
@@ -188,8 +189,8 @@ _PAIRS = (
 REQUESTS: dict[int, type[ApiMessage]] = {request.API_KEY: request for request, _ in _PAIRS}
 RESPONSES: dict[int, type[ApiMessage]] = {response.API_KEY: response for _, response in _PAIRS}
 
-# class -> (its field names, the tagged ones, whether it is a whole message)
-_SHAPES: dict[type, tuple[frozenset[str], frozenset[str], bool]] = {}
+_BUILDERS: dict[type, Callable[..., Any]] = {}
+_UNSET = object()
 
 
 def build(cls: Any, **fields: Any) -> Any:
@@ -199,24 +200,43 @@ def build(cls: Any, **fields: Any) -> Any:
     constructor walks every field of every version, and one Fetch round trip builds about
     ten of these. Anything else (an unknown name, a class bound to a version) goes to the
     constructor itself."""
-    shape = _SHAPES.get(cls)
-    if shape is None:
-        struct_fields = cls._struct._fields
-        shape = _SHAPES[cls] = (frozenset(f.name for f in struct_fields),
-                                frozenset(f.name for f in struct_fields if f._tag is not None),
-                                issubclass(cls, ApiMessage))
-    names, tagged, is_message = shape
-    if not names.issuperset(fields) or (is_message and cls._class_version is not None):
+    try:
+        return builder(cls)(**fields)
+    except TypeError:  # a name the class does not have: kafka-python's own error
         return cls(**fields)
-    message = object.__new__(cls)
-    message._version = None
-    message.unknown_tags = None
-    message.tags = set(tagged.intersection(fields)) or None if tagged else None
+
+
+def builder(cls: Any) -> Callable[..., Any]:
+    """``build`` for one class, as a function taking its fields as keywords (made once per
+    class; hot paths keep it: an unknown name is a TypeError)."""
+    made = _BUILDERS.get(cls)
+    if made is None:
+        made = _BUILDERS[cls] = _make_builder(cls)
+    return made
+
+
+def _make_builder(cls: Any) -> Callable[..., Any]:
+    names = [field.name for field in cls._struct._fields]
+    tagged = {field.name for field in cls._struct._fields if field._tag is not None}
+    is_message = issubclass(cls, ApiMessage)
+    if (is_message and cls._class_version is not None) or not all(
+            name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_")
+            for name in names):
+        return lambda **fields: cls(**fields)
+    lines = [f"def make(*, {', '.join(f'{name}=_UNSET' for name in names)}):",
+             "    m = _new(cls)", "    m._version = m.unknown_tags = None"]
     if is_message:
-        message._header = message._min_version = message._max_version = None
-    for name, value in fields.items():
-        setattr(message, name, value)
-    return message
+        lines.append("    m._header = m._min_version = m._max_version = None")
+    lines.append("    tags = set()" if tagged else "    tags = None")
+    for name in names:
+        lines.append(f"    if {name} is not _UNSET:")
+        lines.append(f"        m.{name} = {name}")
+        if name in tagged:
+            lines.append(f"        tags.add({name!r})")
+    lines += ["    m.tags = tags or None", "    return m"]
+    namespace = {"_new": object.__new__, "cls": cls, "_UNSET": _UNSET}
+    exec("\n".join(lines), namespace)  # noqa: S102 - names checked above, values never in it
+    return cast(Callable[..., Any], namespace["make"])
 
 
 _HEADER_FIXED = struct.Struct(">hhih")

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from ..net.client import BrokerClient
 from ..partition import Partition
 from ..protocol import messages
-from ..protocol.messages import FetchResponse, OffsetForLeaderEpochResponse, build
+from ..protocol.messages import FetchResponse, OffsetForLeaderEpochResponse, builder
 from ..protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -69,6 +69,10 @@ FetchRequest = messages.FetchRequest
 FetchTopic = FetchRequest.FetchTopic
 EpochRequest = messages.OffsetForLeaderEpochRequest
 EpochTopic = EpochRequest.OffsetForLeaderTopic
+# kafka-python's constructors, minus their walk over every field of every version
+_fetch_request = builder(FetchRequest)
+_fetch_topic = builder(FetchTopic)
+_fetch_partition = builder(FetchTopic.FetchPartition)
 
 
 class ReplicaFetcher:
@@ -194,15 +198,15 @@ class ReplicaFetcher:
         asked = {(p.topic_id, p.index): (p, p.leader_epoch, p.log_end_offset) for p in ready}
         topics: dict[str, list[FetchTopic.FetchPartition]] = {}
         for partition in ready:
-            topics.setdefault(partition.topic_id, []).append(build(
-                FetchTopic.FetchPartition, partition=partition.index,
+            topics.setdefault(partition.topic_id, []).append(_fetch_partition(
+                partition=partition.index,
                 current_leader_epoch=partition.leader_epoch,
                 fetch_offset=partition.log_end_offset, log_start_offset=partition.log_start_offset,
                 partition_max_bytes=self.partition_max_bytes))
-        request = build(
-            FetchRequest, replica_id=self.node_id, max_wait_ms=self.wait_max_ms, min_bytes=1,
+        request = _fetch_request(
+            replica_id=self.node_id, max_wait_ms=self.wait_max_ms, min_bytes=1,
             max_bytes=self.response_max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-            topics=[build(FetchTopic, topic_id=_uuid(t), partitions=ps)
+            topics=[_fetch_topic(topic_id=_uuid(t), partitions=ps)
                     for t, ps in topics.items()],
             forgotten_topics_data=[], rack_id="")
         response: FetchResponse = await self.client.request(request, FETCH_VERSION)

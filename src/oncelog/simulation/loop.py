@@ -20,6 +20,7 @@ in C, so the heap keeps the same shape and pops timers in the same order as asyn
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import selectors
 from asyncio import events
 from heapq import heapify, heappop, heappush
@@ -45,8 +46,45 @@ class _VirtualSelector(selectors.DefaultSelector):
         return []
 
 
-def _not_debugging() -> bool:
-    return False
+class _Handle(events.Handle):
+    """asyncio's ``Handle``, made without asking the loop whether it debugs (it does not:
+    ``SimulatedLoop`` makes these only then)."""
+
+    __slots__ = ()
+
+    def __init__(self, callback: Any, args: Any, loop: Any, context: Any) -> None:
+        self._context = context if context is not None else contextvars.copy_context()
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+
+
+class _Timer(events.TimerHandle):
+    """asyncio's ``TimerHandle``, likewise; cancelled as asyncio's is when not debugging."""
+
+    __slots__ = ()
+
+    def __init__(self, when: float, callback: Any, args: Any, loop: Any, context: Any) -> None:
+        self._context = context if context is not None else contextvars.copy_context()
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+        self._when = when
+        self._scheduled = False
+
+    def cancel(self) -> None:
+        if not self._cancelled:
+            if self._scheduled:  # the loop's _timer_handle_cancelled
+                self._loop._timer_cancelled_count += 1
+            self._cancelled = True
+            self._callback = None
+            self._args = None
 
 
 class SimulatedLoop(asyncio.SelectorEventLoop):
@@ -89,10 +127,22 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         if self._debug:
             self._check_thread()
             self._check_callback(callback, "call_at")
-        timer = events.TimerHandle(when, callback, args, self, context)
+            timer: events.TimerHandle = events.TimerHandle(when, callback, args, self, context)
+        else:
+            timer = _Timer(when, callback, args, self, context)
         heappush(self._scheduled, (when, timer))
         timer._scheduled = True
         return timer
+
+    def call_soon(self, callback: Any, *args: Any,  # type: ignore[override]
+                  context: Any = None) -> events.Handle:
+        if self._debug:
+            return super().call_soon(callback, *args, context=context)
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+        handle = _Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
 
     def _run_once(self) -> None:
         scheduled = self._scheduled
