@@ -1,3 +1,5 @@
+# mypy: disable-error-code="attr-defined, has-type"
+# (asyncio's loop and handle internals used here are not in typeshed)
 """An asyncio event loop on virtual time, for simulations that must replay exactly.
 
 ``SimulatedLoop`` is a selector event loop whose ``time()`` is a number the loop itself
@@ -22,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import selectors
-from asyncio import events
+from asyncio import events, format_helpers
 from heapq import heapify, heappop, heappush
 from typing import Any
 
@@ -84,7 +86,7 @@ class _Timer(events.TimerHandle):
                 self._loop._timer_cancelled_count += 1
             self._cancelled = True
             self._callback = None
-            self._args = None
+            self._args = None  # type: ignore[assignment]
 
 
 class SimulatedLoop(asyncio.SelectorEventLoop):
@@ -92,7 +94,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         self._now = 0.0
         super().__init__(selector=_VirtualSelector())
         self._clock_resolution = 1e-9
-        self._scheduled: list[tuple[float, events.TimerHandle]]  # type: ignore[assignment]
+        self._scheduled: list[tuple[float, events.TimerHandle]]
         if not self._debug:
             # Every Future, Task and Handle asks the loop get_debug(); a builtin answers
             # without a Python frame (set_debug(True) puts the method back)
@@ -145,6 +147,7 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
         return handle
 
     def _run_once(self) -> None:
+        handle: Any
         scheduled = self._scheduled
         count = len(scheduled)
         if (count > _MIN_SCHEDULED_TIMER_HANDLES and self._timer_cancelled_count / count
@@ -179,5 +182,21 @@ class SimulatedLoop(asyncio.SelectorEventLoop):
 
         for _ in range(len(ready)):
             handle = ready.popleft()
-            if not handle._cancelled:
-                handle._run()
+            if handle._cancelled:
+                continue
+            try:  # Handle._run, without its frame
+                handle._context.run(handle._callback, *handle._args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as error:
+                self._callback_failed(handle, error)
+        handle = None  # as asyncio: no cycle through a failed callback's traceback
+
+    def _callback_failed(self, handle: events.Handle, error: BaseException) -> None:
+        """What ``Handle._run`` does with a callback's exception."""
+        source = format_helpers._format_callback_source(handle._callback, handle._args)
+        context = {"message": f"Exception in callback {source}", "exception": error,
+                   "handle": handle}
+        if handle._source_traceback:
+            context["source_traceback"] = handle._source_traceback
+        self.call_exception_handler(context)
