@@ -197,6 +197,9 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._registered_node_id: int | None = None
         self._on_watch_function = self._on_watch
         self._controller_epoch = 0
+        # the clock and the sleep of _request's retries (a simulation has its own)
+        self._retry_clock: Callable[[], float] = time.monotonic
+        self._retry_sleep: Callable[[float], None] = time.sleep
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **kwargs: Any) -> ZooKeeperMetadataStore:
@@ -276,17 +279,17 @@ class ZooKeeperMetadataStore(MetadataStore):
         out may still be sent once kazoo reconnects: writes here are all version-checked,
         create-only, or (producer-id blocks) harmless if applied late."""
         timeout_s = max(2.0, self.session_timeout_ms / 1000)
-        deadline = time.monotonic() + timeout_s
+        clock = self._retry_clock
+        deadline = clock() + timeout_s
         delay_s = 0.05
         while True:
             try:
-                return start(*args, **kwargs).get(
-                    timeout=max(0.01, deadline - time.monotonic()))
+                return start(*args, **kwargs).get(timeout=max(0.01, deadline - clock()))
             except KazooTimeoutError:
                 pass
             except (ConnectionLoss, OperationTimeoutError, SessionExpiredError):
-                if time.monotonic() + delay_s < deadline:
-                    time.sleep(delay_s)
+                if clock() + delay_s < deadline:
+                    self._retry_sleep(delay_s)
                     delay_s = min(2 * delay_s, 0.5)
                     continue
             raise StoreUnavailable(f"ZooKeeper at {self.hosts} did not answer within "

@@ -218,7 +218,9 @@ class Partition:
         # records past it may never have reached the ISR, and consumers must not see them.
         self.high_watermark = (log.log_end_offset if single
                                else _read_high_watermark(log))
-        self._data_waiters: set[asyncio.Future[None]] = set()
+        # waiting fetches, woken in the order they came (a set would wake them in the order
+        # of their addresses: a simulated run would not replay)
+        self._data_waiters: dict[asyncio.Future[None], None] = {}
         self._acks_waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = []
         self.producer_state = ProducerStateManager(f"{topic}-{index}")
         self._load_producer_state(rebuild_txn_index_from=log.txn_index_rebuild_from)
@@ -567,9 +569,14 @@ class Partition:
             self._complete_acks_waiters()
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
-        """Follower: the leader's HW from its fetch response, capped by our own LEO."""
+        """Follower: the leader's HW from its fetch response, capped by our own LEO; only
+        forward (Kafka's ``maybeUpdateHighWatermark``). A deposed leader that rejoins as a
+        follower may have exposed a higher HW than its new leader knows yet (that leader's
+        HW catches up once its followers fetch): what was committed stays committed
+        (simulation seed 3377). Truncation, which never cuts committed records, caps the HW
+        at the log end on its own."""
         new = max(min(leader_high_watermark, self.log_end_offset), self.log_start_offset)
-        if new != self.high_watermark:
+        if new > self.high_watermark:
             self._set_high_watermark(new)
 
     def _set_high_watermark(self, high_watermark: int) -> None:
@@ -810,13 +817,13 @@ class Partition:
     # -- waiting fetches (the fetch purgatory) --------------------------------------------
 
     def add_data_waiter(self, waiter: asyncio.Future[None]) -> None:
-        self._data_waiters.add(waiter)
+        self._data_waiters[waiter] = None
 
     def remove_data_waiter(self, waiter: asyncio.Future[None]) -> None:
-        self._data_waiters.discard(waiter)
+        self._data_waiters.pop(waiter, None)
 
     def _wake_fetchers(self) -> None:
-        waiters, self._data_waiters = self._data_waiters, set()
+        waiters, self._data_waiters = self._data_waiters, {}
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)

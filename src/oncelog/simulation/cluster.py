@@ -95,7 +95,7 @@ class Network:
         return self.rng.uniform(low, high)
 
     def connected(self, a: str, b: str) -> bool:
-        return frozenset((a, b)) not in self.cut
+        return not self.cut or frozenset((a, b)) not in self.cut
 
 
 class SimulatedStoreCalls(StoreCalls):
@@ -134,6 +134,9 @@ class SimulatedStoreCalls(StoreCalls):
         pass
 
 
+_API_KEYS: dict[type, ApiKey] = {}  # request class -> its API key
+
+
 async def serve(world: World, sender: str, target: Node | None, request: Any, version: int,
                 client_id: str) -> Any:
     """A request from ``sender`` to broker ``target`` over the simulated network, answered
@@ -148,8 +151,10 @@ async def serve(world: World, sender: str, target: Node | None, request: Any, ve
     if not target.alive or target.incarnation != incarnation:
         raise ConnectionError(f"{target.name} reset the connection")
     assert target.services is not None  # made by start(), before it first waits
-    ctx = RequestContext(ApiKey(request.API_KEY), version, 0, client_id, sender,
-                         target.services)
+    api_key = _API_KEYS.get(type(request))
+    if api_key is None:
+        api_key = _API_KEYS[type(request)] = ApiKey(request.API_KEY)
+    ctx = RequestContext(api_key, version, 0, client_id, sender, target.services)
     response = await dispatch(ctx, request)
     await asyncio.sleep(world.network.latency())
     sending_node = world.nodes.get(int(sender.split("-")[1])) \

@@ -85,6 +85,27 @@ class _NoWaitLock:
         self.release()
 
 
+class _NoWaitCondition:
+    """The condition of an ``AsyncResult`` in one thread: taking it is free (and re-entrant,
+    as the RLock of ``threading.Condition`` is), and nobody else could ever notify a waiter,
+    so a wait with a timeout ends at once (kazoo then raises its timeout) and one without
+    raises instead of hanging the simulation."""
+
+    def __enter__(self) -> bool:
+        return True
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+    def notify_all(self) -> None:
+        pass
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            raise RuntimeError("waiting for a result nobody can set: this would hang")
+        return False
+
+
 class SimulatedHandler:
     """kazoo's ``IHandler`` without threads: callbacks and spawned functions queue, and run
     when ``run_queued()`` is called. ``running`` is False so that kazoo's ``AsyncResult`` calls
@@ -114,7 +135,7 @@ class SimulatedHandler:
         return threading.RLock()
 
     def async_result(self) -> AsyncResult:
-        return AsyncResult(self, threading.Condition, KazooTimeoutError)
+        return AsyncResult(self, _NoWaitCondition, KazooTimeoutError)
 
     def spawn(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         self._queue.append(lambda: func(*args, **kwargs))

@@ -287,8 +287,8 @@ class MemoryZooKeeper:
             del self._outboxes[session_id]
         return events
 
-    def has_events(self, session_id: int) -> bool:
-        return bool(self._outboxes.get(session_id))
+    def has_events(self, session_id: int | None) -> bool:
+        return bool(self._outboxes.get(session_id)) if session_id is not None else False
 
     def _watch(self, table: dict[str, dict[int, None]], path: str, session_id: int) -> None:
         table.setdefault(path, {})[session_id] = None

@@ -17,12 +17,16 @@ from pathlib import Path
 
 def replace(path: Path, data: bytes | str, *, fsync: bool = False,
             sync_directory: bool = False) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as file:
-        file.write(data.encode() if isinstance(data, str) else data)
+    temporary = f"{path}.tmp"  # beside it (a descriptor, not a buffered file: these are small)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view = memoryview(data.encode() if isinstance(data, str) else data)
+        while view:
+            view = view[os.write(fd, view):]
         if fsync:
-            file.flush()
-            os.fsync(file.fileno())
+            os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(temporary, path)
     if sync_directory:
         fsync_path(path.parent)

@@ -898,3 +898,42 @@ def test_a_cut_or_garbled_response_is_a_value_error(cut):
     with pytest.raises(ValueError, match="FetchResponse v11"):
         messages.decode_response_views(ApiKey.FETCH, 11,
                                        memoryview(frame[:20] + b"\x7f" * 8 + frame[28:]))
+
+
+def _slots(message: object) -> dict[str, object]:
+    values = {}
+    for cls in type(message).__mro__:
+        for name in getattr(cls, "__slots__", ()):
+            if name != "__weakref__":
+                values[name] = getattr(message, name, "<unset>")
+    return values
+
+
+_FETCH_TOPIC = messages.FetchRequest.FetchTopic
+_PARTITION_DATA = FetchResponse.FetchableTopicResponse.PartitionData
+
+
+@pytest.mark.parametrize("cls, fields", [
+    (FetchResponse, dict(throttle_time_ms=0, error_code=0, session_id=0, responses=[])),
+    (FetchResponse.FetchableTopicResponse, dict(topic="t", topic_id=uuid.uuid4(), partitions=[])),
+    (_PARTITION_DATA, dict(partition_index=1, error_code=0, high_watermark=5,
+                           last_stable_offset=5, log_start_offset=0, aborted_transactions=None,
+                           preferred_read_replica=-1, records=b"x")),
+    (_PARTITION_DATA, dict(partition_index=1, error_code=0, diverging_epoch=None)),  # tagged
+    (messages.FetchRequest, dict(replica_id=1, max_wait_ms=500, min_bytes=1, max_bytes=10,
+                                 isolation_level=0, session_id=0, session_epoch=-1, topics=[],
+                                 forgotten_topics_data=[], rack_id="")),
+    (_FETCH_TOPIC.FetchPartition, dict(partition=0, current_leader_epoch=3, fetch_offset=7,
+                                       log_start_offset=0, partition_max_bytes=1 << 20)),
+    (_FETCH_TOPIC, dict(topic_id=uuid.uuid4(), partitions=[])),
+])
+def test_build_makes_what_the_constructor_makes(cls, fields):
+    built = messages.build(cls, **fields)
+    assert type(built) is cls
+    assert _slots(built) == _slots(cls(**fields))
+    assert built.version is None and built.tags == cls(**fields).tags
+
+
+def test_build_refuses_what_the_constructor_refuses():
+    with pytest.raises(ValueError, match="Unrecognized fields"):
+        messages.build(FetchResponse, throttle_time_ms=0, no_such_field=1)

@@ -39,6 +39,7 @@ Behaviour:
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from typing import cast
 
@@ -47,7 +48,7 @@ from ...protocol.api_keys import ApiKey
 from ...protocol.batches import iter_headers
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.fetch_body import SPLICE_MIN_BYTES, Part, records_of
-from ...protocol.messages import FetchRequest, FetchResponse
+from ...protocol.messages import FetchRequest, FetchResponse, builder
 from ..context import RequestContext
 
 API_KEY = ApiKey.FETCH
@@ -57,6 +58,10 @@ ADVERTISED_VERSIONS = range(4, 13)
 TopicData = FetchResponse.FetchableTopicResponse
 PartitionData = TopicData.PartitionData
 AbortedTransaction = PartitionData.AbortedTransaction
+# kafka-python's constructors, minus their walk over every field of every version
+_response = builder(FetchResponse)
+_topic_data = builder(TopicData)
+_partition_data = builder(PartitionData)
 
 
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
@@ -68,8 +73,8 @@ async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         topics, total_bytes, has_error, partitions = _read_all(ctx, request, isolation, max_bytes)
         remaining = deadline - loop.time()
         if total_bytes >= request.min_bytes or has_error or remaining <= 0:
-            return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
-                                 responses=topics)
+            return _response(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
+                             responses=topics)
         await _wait_for_data(partitions, remaining)
 
 
@@ -109,19 +114,22 @@ def _read_all(ctx: RequestContext, request: FetchRequest, isolation: IsolationLe
                 partitions.append(partition)
             total += len(records_of(entry) or b"")
             has_error = has_error or entry.error_code != ErrorCode.NONE
-        topics.append(TopicData(topic=name or "", topic_id=fetch_topic.topic_id,
-                                partitions=entries) if by_id
-                      else TopicData(topic=fetch_topic.topic, partitions=entries))
+        topics.append(_topic_data(topic=name or "", topic_id=fetch_topic.topic_id,
+                                  partitions=entries) if by_id
+                      else _topic_data(topic=fetch_topic.topic, partitions=entries))
     return topics, total, has_error, partitions
 
 
 def _topic_named(ctx: RequestContext, topic_id: uuid.UUID) -> str | None:
     """The name of the topic this broker knows under ``topic_id`` (None: none)."""
-    wanted = str(topic_id)
+    wanted = _text_of(topic_id)
     for name, topic in ctx.services.partitions.topics.items():
         if topic.record.topic_id == wanted:
             return name
     return None
+
+
+_text_of = functools.lru_cache(maxsize=4096)(str)  # a topic id's text, made once per id
 
 
 def _read_partition(ctx: RequestContext, topic: str,
@@ -165,7 +173,7 @@ def _end_offset(records: Part, partition: Partition) -> int:
 
 def _entry(index: int, code: ErrorCode, partition: Partition | None, isolation: IsolationLevel,
            records: Part) -> PartitionData:
-    return PartitionData(
+    return _partition_data(
         partition_index=index, error_code=code,
         high_watermark=partition.high_watermark if partition is not None else -1,
         last_stable_offset=partition.last_stable_offset if partition is not None else -1,
