@@ -82,7 +82,7 @@ def forgetful(self, listing):  # issue 30's bug: any topic missing from a listin
 
 PartitionManager.apply_listing = forgetful
 try:
-    Simulation(13).run()
+    Simulation(50).run()
 except InvariantBroken as error:
     print(error)
 """
@@ -93,8 +93,35 @@ def test_the_invariants_catch_the_forgotten_topic_bug():
     delete it): the simulation must say so, naming the topic the store still has."""
     run = subprocess.run([sys.executable, "-c", FORGETFUL], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "PYTHONHASHSEED": "0"})
-    assert "broker 1 forgot topic-1" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "broker 4 forgot topic-4" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
     assert "which the store still has" in run.stdout
+
+
+NO_DEDUPLICATION = """
+import logging
+from oncelog.partition.producer_state import ProducerStateManager
+from oncelog.simulation.cluster import InvariantBroken, Simulation
+logging.disable(logging.CRITICAL)
+
+# a leader that no longer recognises a retried batch by its producer id and sequence
+ProducerStateManager.check = lambda self, header, partition_is_empty=False: None
+try:
+    Simulation(6).run()
+except InvariantBroken as error:
+    print(error)
+"""
+
+
+def test_the_invariants_catch_a_retried_batch_written_twice():
+    """Switch off the leader's duplicate check for idempotent producers: a batch retried
+    after its answer was lost (or its leader paused past the client's timeout) is written
+    again, and the simulation must say so."""
+    run = subprocess.run([sys.executable, "-c", NO_DEDUPLICATION], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "PYTHONHASHSEED": "0"})
+    assert "an idempotent producer's record is in" in run.stdout, \
+        run.stdout[-3000:] + run.stderr[-3000:]
+    assert "more than once" in run.stdout and "replay: python -m oncelog.simulation --seed 6" \
+        in run.stdout
 
 
 @pytest.mark.parametrize("seeds, said", [("x-y", "expected FIRST-LAST (whole numbers)"),

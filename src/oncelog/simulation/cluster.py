@@ -5,20 +5,24 @@ Each simulated broker runs oncelog's own control-plane code - ``ZooKeeperMetadat
 (over ``MemoryZooKeeper``'s kazoo-shaped client), ``PartitionManager`` with real logs in a
 temporary directory, ``ClusterMembership`` (the metadata sync, ISR changes, the leadership
 lease, the controller role and its elections) - on a ``SimulatedLoop``, so timers take no
-wall-clock time. What a real broker would do through the network goes through ``Network``:
-each store call waits a latency there and back, and fails with ``StoreUnavailable`` when the
-broker is cut off from ZooKeeper; watch notifications travel the same way, and those sent
-while cut off are lost (the broker reads everything again when it reconnects, as it does on
-a real reconnection). Followers do not fetch in this first version (the data path is not
-simulated yet): leaders shrink their ISR as Kafka's would when followers fall silent.
+wall-clock time. What a real broker would do through the network goes
+through ``Network``: each store call waits a latency there and back, and fails with
+``StoreUnavailable`` when the broker is cut off from ZooKeeper; watch notifications travel
+the same way, and those sent while cut off are lost (the broker reads everything again when
+it reconnects, as it does on a real reconnection). Requests between brokers and from
+clients (``serve``: the replica fetchers', the producers') go to the target's own handlers;
+a run may lose a share of them or of their answers, and a paused broker (SIGSTOP) neither
+reads, sends, pings ZooKeeper nor hears its notifications until it resumes, while its
+clients time out.
 
-A run (``Simulation.run``) draws a schedule from its seed - CreateTopics, CreatePartitions
-and DeleteTopics through random brokers, brokers crashed (kill -9: the session is left to
-expire) and restarted, brokers cut off from ZooKeeper and healed, sessions expired by
-ZooKeeper - and after every step checks the invariants in ``invariants.py``. At the end
-every fault is healed and the cluster left alone until it must have converged; then every
-live broker's view must equal the store's. A failing seed raises ``InvariantBroken`` naming
-the seed, the step and the command that replays it.
+A run (``Simulation.run``) draws a schedule from its seed - produce requests (acks 0, 1,
+all), idempotent producers retrying their batches with the same sequence, CreateTopics,
+CreatePartitions and DeleteTopics through random brokers, brokers crashed (kill -9: the
+session is left to expire), restarted and paused, brokers cut off from ZooKeeper and
+healed, sessions expired by ZooKeeper - and after every step checks the invariants in
+``invariants.py``. At the end every fault is healed and the cluster left alone until it
+must have converged; then every live broker's view must equal the store's. A failing seed
+raises ``InvariantBroken`` naming the seed, the step and the command that replays it.
 """
 
 from __future__ import annotations
@@ -37,13 +41,14 @@ from ..config import BrokerConfig
 from ..broker.context import RequestContext
 from ..broker.dispatch import dispatch
 from ..controller.live_brokers import LiveBrokers
+from ..controller.producer_ids import ProducerIdManager
 from ..membership import ClusterMembership
 from ..controller.store import (BrokerRegistration, NodeIdInUse, StoreCalls, StoreTimedOut,
                                 StoreUnavailable)
 from ..partition import LeadershipLease, PartitionManager
 from ..protocol.api_keys import ApiKey
-from ..protocol.errors import KafkaError
-from ..protocol.messages import FetchResponse, ProduceRequest
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.messages import FetchResponse, InitProducerIdRequest, ProduceRequest
 from ..protocol.records import make_batch
 from ..replication.fetcher import ReplicaFetcher
 from ..storage import FileRegion
@@ -72,6 +77,8 @@ class Settings:
     mean_step_s: float = 1.0
     latency_s: tuple[float, float] = (0.0005, 0.005)
     topic_names: int = 4
+    drop_rate: float = 0.0  # of requests and of answers between clients and brokers
+    producers: int = 2  # idempotent ones
 
     @classmethod
     def draw(cls, rng: random.Random) -> Settings:
@@ -80,15 +87,19 @@ class Settings:
                    replica_lag_s=rng.choice((1.0, 10.0, 30.0)),
                    mean_step_s=rng.choice((0.05, 0.5, 2.0)),
                    latency_s=rng.choice(((0.0002, 0.002), (0.001, 0.02), (0.005, 0.3))),
-                   topic_names=rng.randint(2, 6))
+                   topic_names=rng.randint(2, 6),
+                   drop_rate=rng.choice((0.0, 0.0, 0.01, 0.05)),
+                   producers=rng.randint(1, 3))
 
 
 class Network:
     """Who can reach whom, and how long a message takes (drawn from the run's random)."""
 
-    def __init__(self, rng: random.Random, latency_s: tuple[float, float]) -> None:
+    def __init__(self, rng: random.Random, latency_s: tuple[float, float],
+                 drop_rate: float = 0.0) -> None:
         self.rng = rng
         self.latency_range = latency_s
+        self.drop_rate = drop_rate
         self.cut: set[frozenset[str]] = set()
 
     def latency(self) -> float:
@@ -97,6 +108,10 @@ class Network:
 
     def connected(self, a: str, b: str) -> bool:
         return frozenset((a, b)) not in self.cut
+
+    def dropped(self) -> bool:
+        """Whether one message is lost (a connection that breaks while it travels)."""
+        return self.drop_rate > 0 and self.rng.random() < self.drop_rate
 
 
 class SimulatedStoreCalls(StoreCalls):
@@ -110,6 +125,7 @@ class SimulatedStoreCalls(StoreCalls):
     async def __call__(self, function: Callable[_P, _T], *args: _P.args,
                        **kwargs: _P.kwargs) -> _T:
         node, network = self.node, self.node.world.network
+        await node.running()  # a paused broker sends nothing
         if not node.reaches_zookeeper():
             await asyncio.sleep(node.world.request_timeout_s)
             raise StoreUnavailable(f"broker {node.node_id} is cut off from ZooKeeper")
@@ -119,6 +135,7 @@ class SimulatedStoreCalls(StoreCalls):
             raise StoreUnavailable(f"broker {node.node_id}'s request was lost")
         result = function(*args, **kwargs)
         await asyncio.sleep(network.latency())
+        await node.running()  # nor reads its answers
         if not node.reaches_zookeeper():  # done at ZooKeeper, but the answer is lost
             await asyncio.sleep(node.world.request_timeout_s)
             raise StoreUnavailable(f"broker {node.node_id}'s answer was lost")
@@ -159,31 +176,76 @@ class BrokerFacade:
     def live_brokers(self) -> dict[int, BrokerRegistration]:
         return self.node.brokers.live if self.node.brokers is not None else {}
 
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        assert self.node.producer_ids is not None
+        return self.node.producer_ids
+
+
+# what a producer retries (Kafka's RetriableException subclasses, as a produce answers them)
+RETRIABLE = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.LEADER_NOT_AVAILABLE,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.CORRUPT_MESSAGE})
+REQUEST_TIMEOUT_S = 30.0  # request.timeout.ms and replica.socket.timeout.ms
+
 
 async def serve(world: World, sender: str, target: Node | None, request: Any, version: int,
                 client_id: str) -> Any:
     """A request from ``sender`` to broker ``target`` over the simulated network, answered
     by oncelog's own handler; ``ConnectionError`` when it cannot get there or back (after a
-    connection timeout's worth of waiting)."""
+    connection timeout's worth of waiting), when the request or its answer is lost (the
+    run's drop rate), or when no answer comes within the request timeout (the target is
+    paused, say). The target handles a request that arrived even when the sender has given
+    up on it by then, as a real broker would."""
     timeout_s = 2.0
+    sending_node = world.node_named(sender)
+    if sending_node is not None:
+        await sending_node.running()
     if target is None or not target.alive or not world.network.connected(sender, target.name):
         await asyncio.sleep(timeout_s)
         raise ConnectionError(f"{target.name if target else 'no broker'} cannot be reached")
-    incarnation = target.incarnation
+    answer = asyncio.ensure_future(_handle(world, sender, target, request, version, client_id))
+    try:
+        response = await asyncio.wait_for(asyncio.shield(answer), REQUEST_TIMEOUT_S)
+    except TimeoutError:
+        answer.add_done_callback(_ignore_result)
+        raise ConnectionError(f"no answer from {target.name} within "
+                              f"{REQUEST_TIMEOUT_S:g} s") from None
     await asyncio.sleep(world.network.latency())
-    if not target.alive or target.incarnation != incarnation:
-        raise ConnectionError(f"{target.name} reset the connection")
-    ctx = RequestContext(ApiKey(request.API_KEY), version, 0, client_id, sender,
-                         cast("Broker", BrokerFacade(target)))
-    response = await dispatch(ctx, request)
-    await asyncio.sleep(world.network.latency())
-    sending_node = world.nodes.get(int(sender.split("-")[1])) \
-        if sender.startswith("broker-") else None
+    if world.network.dropped():
+        await asyncio.sleep(timeout_s)
+        raise ConnectionError(f"the connection to {target.name} broke: the answer was lost")
+    if sending_node is not None:
+        await sending_node.running()
     if not world.network.connected(sender, target.name) or (
             sending_node is not None and not sending_node.alive):
         await asyncio.sleep(timeout_s)
         raise ConnectionError(f"the answer from {target.name} was lost")
     return _as_received(response)
+
+
+async def _handle(world: World, sender: str, target: Node, request: Any, version: int,
+                  client_id: str) -> Any:
+    """The target's side: the request travels, waits while the target is paused, and is
+    answered by the target's handler (unless the target died or restarted meanwhile)."""
+    incarnation = target.incarnation
+    await asyncio.sleep(world.network.latency())
+    if world.network.dropped():
+        await asyncio.sleep(2.0)
+        raise ConnectionError(f"the connection to {target.name} broke: the request was lost")
+    await target.running()
+    if not target.alive or target.incarnation != incarnation:
+        raise ConnectionError(f"{target.name} reset the connection")
+    ctx = RequestContext(ApiKey(request.API_KEY), version, 0, client_id, sender,
+                         cast("Broker", BrokerFacade(target)))
+    return await dispatch(ctx, request)
+
+
+def _ignore_result(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved: a late failure nobody waits for is not an error
 
 
 def _as_received(response: Any) -> Any:
@@ -237,6 +299,27 @@ class Node:
         self.config: BrokerConfig | None = None
         self._task: asyncio.Task[None] | None = None
         self.incarnation = 0
+        self.paused = False
+        self._resumed: asyncio.Event | None = None
+        self.producer_ids: ProducerIdManager | None = None
+
+    async def running(self) -> None:
+        """Wait while this broker is paused (SIGSTOP): it neither reads nor sends."""
+        while self.paused and self._resumed is not None:
+            await self._resumed.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: what it was sending and what is sent to it waits until it resumes; so
+        do its ZooKeeper pings (a pause longer than its session expires the session). Its
+        own timers still fire meanwhile - the one liberty taken: what they do reaches
+        nobody until it resumes."""
+        self.paused = True
+        self._resumed = asyncio.Event()
+
+    def resume(self) -> None:
+        self.paused = False
+        if self._resumed is not None:
+            self._resumed.set()
 
     def reaches_zookeeper(self) -> bool:
         return self.alive and self.world.network.connected(self.name, ZOOKEEPER)
@@ -245,6 +328,7 @@ class Node:
         world = self.world
         loop = asyncio.get_running_loop()
         self.incarnation += 1
+        self.resume()
         if world.observer is not None:
             world.observer.forget_node(self.node_id)
         config = BrokerConfig({
@@ -260,6 +344,7 @@ class Node:
         calls = SimulatedStoreCalls(self)
         store = SimulatedZooKeeperStore(world.zookeeper, self, config)
         self.store = store
+        self.producer_ids = ProducerIdManager(store, calls)
         self.lease = LeadershipLease(0.8 * world.settings.session_timeout_s, loop.time)
         self.partitions = PartitionManager(config, store, lambda: int(loop.time() * 1000),
                                            self.node_id, lease=self.lease, calls=calls)
@@ -315,6 +400,7 @@ class Node:
         """kill -9: every task stops; ZooKeeper ends the session only when it expires."""
         self.alive = False
         self.incarnation += 1  # a start in progress gives up
+        self.resume()  # what waited on a paused broker finds it dead
         if self._task is not None:
             self._task.cancel()
         if self.partitions is not None:
@@ -353,6 +439,24 @@ class Node:
 
 
 @dataclass
+class IdempotentProducer:
+    """A client's idempotent producer (enable.idempotence, acks=all, one batch in flight per
+    partition): a producer id from InitProducerId, a sequence per partition, a batch retried
+    with the same sequence until it is acknowledged or its delivery times out - then the
+    producer starts again with a new id, as Kafka's does once a batch's fate is unknown."""
+    name: str
+    producer_id: int = -1
+    epoch: int = -1
+    sequences: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    in_flight: set[tuple[str, int, int]] = field(default_factory=set)
+    initializing: bool = False
+
+    def reset(self) -> None:
+        self.producer_id, self.epoch = -1, -1
+        self.sequences.clear()
+
+
+@dataclass
 class World:
     seed: int
     settings: Settings
@@ -366,6 +470,9 @@ class World:
     observer: Observer | None = None
     # (topic, created_version, partition) -> values acknowledged with acks=all
     acknowledged: dict[tuple[str, int, int], list[bytes]] = field(default_factory=dict)
+    # values idempotent producers sent (acknowledged or not): each is in its log once at most
+    idempotent: set[bytes] = field(default_factory=set)
+    producers: list[IdempotentProducer] = field(default_factory=list)
     produced: int = 0
 
     @property
@@ -374,6 +481,11 @@ class World:
 
     def live_nodes(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.alive]
+
+    def node_named(self, name: str) -> Node | None:
+        if not name.startswith("broker-"):
+            return None
+        return self.nodes.get(int(name.split("-")[1]))
 
 
 class InvariantBroken(AssertionError):
@@ -395,7 +507,7 @@ class Simulation:
                                                             dir=_scratch()))
         self.loop = SimulatedLoop()
         self.world = World(seed, self.settings, self.directory, rng,
-                           Network(rng, self.settings.latency_s),
+                           Network(rng, self.settings.latency_s, self.settings.drop_rate),
                            MemoryZooKeeper(self.loop.time))
         self.observer = Observer(self.world)
         self.world.observer = self.observer
@@ -434,6 +546,8 @@ class Simulation:
     async def _main(self) -> None:
         world, rng = self.world, self.world.rng
         ticker = asyncio.get_running_loop().create_task(self._zookeeper_ticker())
+        world.producers = [IdempotentProducer(f"producer-{n}")
+                           for n in range(1, self.settings.producers + 1)]
         for node_id in range(1, self.settings.brokers + 1):
             world.nodes[node_id] = Node(world, node_id)
             await world.nodes[node_id].start()
@@ -474,11 +588,11 @@ class Simulation:
         while True:
             await asyncio.sleep(interval_s)
             for node in world.nodes.values():
-                if node.store is not None and node.reaches_zookeeper():
+                if node.store is not None and node.reaches_zookeeper() and not node.paused:
                     node.store.heartbeat()
             world.zookeeper.expire_due()
             for node in world.nodes.values():
-                if node.store is not None and node.alive:
+                if node.store is not None and node.alive and not node.paused:
                     node.store.carry_events(world.network)
 
     # -- the schedule ----------------------------------------------------------------------
@@ -489,11 +603,14 @@ class Simulation:
         live = world.live_nodes()
         dead = [n for n in world.nodes.values() if not n.alive]
         action = rng.choices(
-            ["produce", "create", "delete", "grow", "crash", "restart", "cut", "heal", "expire",
-             "isolate"],
-            weights=[12, 6, 2, 2, 1, 2, 1, 3, 1, 1])[0]
+            ["produce", "idempotent", "create", "delete", "grow", "crash", "restart", "cut",
+             "heal", "expire", "isolate", "pause"],
+            weights=[8, 6, 6, 2, 2, 1, 2, 1, 3, 1, 1, 1])[0]
         if action == "produce" and live:
             return loop.create_task(self._produce(rng, rng.choice(live)))
+        if action == "idempotent" and live:
+            producer = rng.choice(world.producers)
+            return loop.create_task(self._produce_idempotent(rng, producer))
         name = f"topic-{rng.randrange(self.settings.topic_names)}"
         if action in ("create", "delete", "grow") and live:
             node = rng.choice(live)
@@ -535,6 +652,13 @@ class Simulation:
             peer = rng.choice([*others, "client"])
             self._note(f"{node.name}: cut off from {peer}")
             world.network.cut.add(frozenset((node.name, peer)))
+        elif action == "pause" and live:
+            node = rng.choice(live)
+            if not node.paused:
+                pause_s = self.settings.session_timeout_s * rng.uniform(0.3, 1.8)
+                self._note(f"{node.name}: paused (SIGSTOP) for {pause_s:.3f} s")
+                node.pause()
+                loop.call_later(pause_s, self._resume, node, node.incarnation)
         elif action == "expire" and live:
             # cut off from ZooKeeper for longer than its session: ZooKeeper expires it, as
             # it would (never before a session timeout without word from the broker: the
@@ -577,6 +701,110 @@ class Simulation:
             self._note(f"{leader.name if leader else '?'}: acknowledged {value!r} on "
                        f"{topic.name}-{index} (acks=all)")
 
+    async def _produce_idempotent(self, rng: random.Random, producer: IdempotentProducer
+                                  ) -> None:
+        """One batch of an idempotent producer, retried until acknowledged or timed out."""
+        world = self.world
+        if producer.producer_id < 0:
+            await self._init_producer_id(rng, producer)
+            return
+        node = rng.choice(world.live_nodes() or [None])  # whose metadata the client has
+        if node is None or node.partitions is None or not node.partitions.topics:
+            return
+        topic = node.partitions.topics[rng.choice(sorted(node.partitions.topics))]
+        index = rng.randrange(topic.partition_count)
+        key = (topic.name, topic.record.created_version, index)
+        if key in producer.in_flight:
+            return
+        producer.in_flight.add(key)
+        try:
+            await self._deliver(rng, producer, key)
+        finally:
+            producer.in_flight.discard(key)
+
+    async def _deliver(self, rng: random.Random, producer: IdempotentProducer,
+                       key: tuple[str, int, int]) -> None:
+        world = self.world
+        name, created, index = key
+        world.produced += 1
+        value = f"{self.seed}/{world.produced}".encode()
+        sequence = producer.sequences.get(key, 0)
+        producer_id, epoch = producer.producer_id, producer.epoch
+        batch = make_batch([value], timestamp_ms=int(self.loop.time() * 1000),
+                           producer_id=producer_id, producer_epoch=epoch,
+                           base_sequence=sequence)
+        world.idempotent.add(value)
+        P = ProduceRequest
+        request = P(transactional_id=None, acks=-1, timeout_ms=3000, topic_data=[
+            P.TopicProduceData(name=name, partition_data=[
+                P.TopicProduceData.PartitionProduceData(index=index, records=batch)])])
+        deadline = self.loop.time() + 120.0  # delivery.timeout.ms
+        outcome = "timed out"
+        while self.loop.time() < deadline and producer.producer_id == producer_id:
+            leader = self._leader_as_seen(key)
+            if leader is None:
+                outcome = "no leader known"
+            else:
+                try:
+                    response = await serve(world, "client", leader, request, 9, producer.name)
+                except ConnectionError as error:
+                    outcome = str(error)
+                else:
+                    code = ErrorCode(response.responses[0].partition_responses[0].error_code)
+                    if code is ErrorCode.NONE:
+                        world.acknowledged.setdefault(key, []).append(value)
+                        producer.sequences[key] = sequence + 1
+                        self._note(f"{leader.name}: acknowledged {value!r} on {name}-{index} "
+                                   f"({producer.name}, id {producer_id}, sequence {sequence})")
+                        return
+                    outcome = code.name
+                    if code not in RETRIABLE:
+                        break
+            await asyncio.sleep(rng.uniform(0.1, 1.0))  # retry.backoff.ms
+        if producer.producer_id == producer_id:
+            self._note(f"{producer.name}: {value!r} on {name}-{index} not delivered "
+                       f"({outcome}); a new producer id")
+            producer.reset()
+
+    def _leader_as_seen(self, key: tuple[str, int, int]) -> Node | None:
+        """The leader a client's fresh metadata names (any live broker's view of the same
+        topic incarnation)."""
+        name, created, index = key
+        for node in self.world.live_nodes():
+            topic = node.partitions.topics.get(name) if node.partitions is not None else None
+            if topic is not None and topic.record.created_version == created \
+                    and index < topic.partition_count:
+                return self.world.nodes.get(topic.states[index].leader)
+        return None
+
+    async def _init_producer_id(self, rng: random.Random, producer: IdempotentProducer
+                                ) -> None:
+        world = self.world
+        if producer.initializing or not world.live_nodes():
+            return
+        producer.initializing = True
+        try:
+            node = rng.choice(world.live_nodes())
+            request = InitProducerIdRequest(transactional_id=None,
+                                            transaction_timeout_ms=60000, producer_id=-1,
+                                            producer_epoch=-1)
+            try:
+                response = await serve(world, "client", node, request, 4, producer.name)
+            except ConnectionError:
+                return
+            if response.error_code == 0:
+                producer.producer_id, producer.epoch = response.producer_id, \
+                    response.producer_epoch
+                self._note(f"{producer.name}: producer id {producer.producer_id} from "
+                           f"{node.name}")
+        finally:
+            producer.initializing = False
+
+    def _resume(self, node: Node, incarnation: int) -> None:
+        if node.paused and node.incarnation == incarnation:
+            self._note(f"{node.name}: resumed (SIGCONT)")
+            node.resume()
+
     async def _start(self, node: Node) -> None:
         try:
             await node.start()
@@ -597,6 +825,10 @@ class Simulation:
                 node.store.reconnected()
 
     async def _heal_all(self) -> None:
+        self.world.network.drop_rate = 0.0
+        for node in self.world.nodes.values():
+            if node.paused:
+                self._resume(node, node.incarnation)
         for cut in sorted(self.world.network.cut, key=sorted):
             self._heal(cut)
         for node in self.world.nodes.values():

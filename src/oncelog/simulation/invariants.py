@@ -18,12 +18,14 @@ at every live broker's view, and remembers what it saw before:
 live broker knows exactly the store's topics (incarnation, partition count) and partition
 states, the live brokers and the controller. ``durable()`` then: every record acknowledged
 with acks=all is in its partition's log (unless the topic was deleted), and every in-sync
-replica holds the leader's records up to the high watermark.
+replica holds the leader's records up to the high watermark, and no record of an
+idempotent producer is in a log twice (however often it was retried).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kazoo.protocol.states import ZnodeStat
@@ -229,11 +231,17 @@ class Observer:
             if missing:
                 problems.append(f"{name}-{index}: {len(missing)} acknowledged records are not "
                                 f"in leader {leader.node_id}'s log, e.g. {missing[:3]}")
+        idempotent = self.world.idempotent
         for name, (_czxid, states) in sorted(store.items()):
             for index, state in sorted(states.items()):
                 leader = nodes.get(int(state["leader"]))
                 if leader is None:
                     continue
+                counts = Counter(values_of(leader, name, index))
+                twice = sorted(v for v, n in counts.items() if n > 1 and v in idempotent)
+                if twice:
+                    problems.append(f"{name}-{index}: an idempotent producer's record is in "
+                                    f"leader {leader.node_id}'s log more than once: {twice[:3]}")
                 committed = values_of(leader, name, index, committed_only=True)
                 for member in state["isr"]:
                     node = nodes.get(int(member))
