@@ -48,7 +48,9 @@ from ..controller.store import (BrokerRegistration, NodeIdInUse, StoreCalls, Sto
 from ..partition import LeadershipLease, PartitionManager
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.messages import FetchResponse, InitProducerIdRequest, ProduceRequest
+from ..protocol.messages import (AddPartitionsToTxnRequest, EndTxnRequest,
+                                 FetchResponse, FindCoordinatorRequest, InitProducerIdRequest,
+                                 ProduceRequest)
 from ..protocol.records import make_batch
 from ..replication.fetcher import ReplicaFetcher
 from ..storage import FileRegion
@@ -79,6 +81,7 @@ class Settings:
     topic_names: int = 4
     drop_rate: float = 0.0  # of requests and of answers between clients and brokers
     producers: int = 2  # idempotent ones
+    transactional: int = 1  # transactional producers
 
     @classmethod
     def draw(cls, rng: random.Random) -> Settings:
@@ -89,7 +92,8 @@ class Settings:
                    latency_s=rng.choice(((0.0002, 0.002), (0.001, 0.02), (0.005, 0.3))),
                    topic_names=rng.randint(2, 6),
                    drop_rate=rng.choice((0.0, 0.0, 0.01, 0.05)),
-                   producers=rng.randint(1, 3))
+                   producers=rng.randint(1, 3),
+                   transactional=rng.choice((0, 1, 2)))
 
 
 class Network:
@@ -188,17 +192,26 @@ RETRIABLE = frozenset({
     ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     ErrorCode.REQUEST_TIMED_OUT, ErrorCode.LEADER_NOT_AVAILABLE,
     ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.CORRUPT_MESSAGE})
+# what a transactional producer retries at its coordinator
+COORDINATOR_RETRIABLE = frozenset({
+    ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.REQUEST_TIMED_OUT})
+TRANSACTIONAL = 0x10  # a batch's attributes: part of a transaction
+TRANSACTION_TIMEOUT_MS = 20_000
 REQUEST_TIMEOUT_S = 30.0  # request.timeout.ms and replica.socket.timeout.ms
 
 
 async def serve(world: World, sender: str, target: Node | None, request: Any, version: int,
-                client_id: str) -> Any:
+                client_id: str, served: dict[str, int] | None = None) -> Any:
     """A request from ``sender`` to broker ``target`` over the simulated network, answered
     by oncelog's own handler; ``ConnectionError`` when it cannot get there or back (after a
     connection timeout's worth of waiting), when the request or its answer is lost (the
     run's drop rate), or when no answer comes within the request timeout (the target is
     paused, say). The target handles a request that arrived even when the sender has given
-    up on it by then, as a real broker would."""
+    up on it by then, as a real broker would. ``served`` receives, for a produce request,
+    the incarnation (``created_version``) of each of its topics the target held when it
+    answered: what the client cannot know, and the invariants must."""
     timeout_s = 2.0
     sending_node = world.node_named(sender)
     if sending_node is not None:
@@ -206,7 +219,8 @@ async def serve(world: World, sender: str, target: Node | None, request: Any, ve
     if target is None or not target.alive or not world.network.connected(sender, target.name):
         await asyncio.sleep(timeout_s)
         raise ConnectionError(f"{target.name if target else 'no broker'} cannot be reached")
-    answer = asyncio.ensure_future(_handle(world, sender, target, request, version, client_id))
+    answer = asyncio.ensure_future(_handle(world, sender, target, request, version, client_id,
+                                           served))
     try:
         response = await asyncio.wait_for(asyncio.shield(answer), REQUEST_TIMEOUT_S)
     except TimeoutError:
@@ -227,7 +241,7 @@ async def serve(world: World, sender: str, target: Node | None, request: Any, ve
 
 
 async def _handle(world: World, sender: str, target: Node, request: Any, version: int,
-                  client_id: str) -> Any:
+                  client_id: str, served: dict[str, int] | None) -> Any:
     """The target's side: the request travels, waits while the target is paused, and is
     answered by the target's handler (unless the target died or restarted meanwhile)."""
     incarnation = target.incarnation
@@ -240,7 +254,13 @@ async def _handle(world: World, sender: str, target: Node, request: Any, version
         raise ConnectionError(f"{target.name} reset the connection")
     ctx = RequestContext(ApiKey(request.API_KEY), version, 0, client_id, sender,
                          cast("Broker", BrokerFacade(target)))
-    return await dispatch(ctx, request)
+    response = await dispatch(ctx, request)
+    if served is not None and target.partitions is not None:
+        for topic_data in request.topic_data:
+            topic = target.partitions.topics.get(topic_data.name)
+            if topic is not None:
+                served[topic_data.name] = topic.record.created_version
+    return response
 
 
 def _ignore_result(future: asyncio.Future[Any]) -> None:
@@ -338,7 +358,13 @@ class Node:
             "replica.lag.time.max.ms": str(int(world.settings.replica_lag_s * 1000)),
             "default.replication.factor": str(min(3, world.settings.brokers)),
             "min.insync.replicas": "1", "num.partitions": "2",
-            "replica.fetch.wait.max.ms": "500", "replica.fetch.backoff.ms": "100"})
+            "replica.fetch.wait.max.ms": "500", "replica.fetch.backoff.ms": "100",
+            "transaction.state.log.num.partitions": "2",
+            "transaction.state.log.replication.factor": str(min(3, world.settings.brokers)),
+            "transaction.state.log.min.isr": "2",
+            "offsets.topic.num.partitions": "2",
+            "offsets.topic.replication.factor": str(min(3, world.settings.brokers)),
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"})
         self.config = config
         self.alive = True
         calls = SimulatedStoreCalls(self)
@@ -447,13 +473,59 @@ class IdempotentProducer:
     name: str
     producer_id: int = -1
     epoch: int = -1
-    sequences: dict[tuple[str, int, int], int] = field(default_factory=dict)
-    in_flight: set[tuple[str, int, int]] = field(default_factory=set)
+    sequences: dict[tuple[str, int], int] = field(default_factory=dict)  # by topic-partition
+    in_flight: set[tuple[str, int]] = field(default_factory=set)
     initializing: bool = False
 
     def reset(self) -> None:
         self.producer_id, self.epoch = -1, -1
         self.sequences.clear()
+
+
+@dataclass
+class TransactionalProducer:
+    """A client's transactional producer (transactional.id): its coordinator, found with
+    FindCoordinator; a producer id and epoch from InitProducerId (which fences its previous
+    instance and ends that one's transaction); one transaction at a time."""
+    transactional_id: str
+    producer_id: int = -1
+    epoch: int = -1
+    coordinator: int = -1
+    sequences: dict[tuple[str, int], int] = field(default_factory=dict)  # by topic-partition
+    busy: bool = False
+
+    def reset(self) -> None:
+        """After an error it cannot go on from: a new instance, InitProducerId again."""
+        self.producer_id, self.epoch = -1, -1
+        self.sequences.clear()
+
+
+@dataclass
+class Transaction:
+    """One transaction as its client saw it: the values it sent where (the topic incarnation
+    the leader held when it answered, or the one the client's metadata named for a batch
+    not acknowledged), whether every batch was acknowledged, and its outcome - committed or
+    aborted when EndTxn said so, unknown otherwise (open until EndTxn)."""
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    keys: list[tuple[str, int, int]]
+    values: list[tuple[tuple[str, int, int], bytes]] = field(default_factory=list)
+    all_acknowledged: bool = True
+    outcome: str = "open"
+
+
+def _add_partitions_code(response: Any) -> ErrorCode:
+    """AddPartitionsToTxn v3 answers per partition: the first error, or NONE."""
+    for topic in response.results_by_topic_v3_and_below:
+        for result in topic.results_by_partition:
+            if result.partition_error_code:
+                return ErrorCode(result.partition_error_code)
+    return ErrorCode.NONE
+
+
+def _keys_text(keys: list[tuple[str, int, int]]) -> str:
+    return ", ".join(f"{name}-{index}" for name, _created, index in keys)
 
 
 @dataclass
@@ -473,6 +545,8 @@ class World:
     # values idempotent producers sent (acknowledged or not): each is in its log once at most
     idempotent: set[bytes] = field(default_factory=set)
     producers: list[IdempotentProducer] = field(default_factory=list)
+    transactional: list[TransactionalProducer] = field(default_factory=list)
+    transactions: list[Transaction] = field(default_factory=list)
     produced: int = 0
 
     @property
@@ -548,6 +622,8 @@ class Simulation:
         ticker = asyncio.get_running_loop().create_task(self._zookeeper_ticker())
         world.producers = [IdempotentProducer(f"producer-{n}")
                            for n in range(1, self.settings.producers + 1)]
+        world.transactional = [TransactionalProducer(f"transactional-{n}")
+                               for n in range(1, self.settings.transactional + 1)]
         for node_id in range(1, self.settings.brokers + 1):
             world.nodes[node_id] = Node(world, node_id)
             await world.nodes[node_id].start()
@@ -563,12 +639,14 @@ class Simulation:
         await asyncio.sleep(3 * self.settings.session_timeout_s + self.settings.replica_lag_s
                             + 5.0)
         if pending:
-            await asyncio.wait(pending, timeout=60)
+            await asyncio.wait(pending, timeout=300)
+        if world.transactions:  # what its client left open, its coordinator aborts in time
+            await asyncio.sleep(TRANSACTION_TIMEOUT_MS / 1000 + 10.0)
         self._check(self.settings.steps)
         problems = self.observer.converged()
         if problems:
             raise self._fail(self.settings.steps, "did not converge: " + "; ".join(problems))
-        problems = self.observer.durable()
+        problems = self.observer.durable() + self.observer.transactions()
         if problems:
             raise self._fail(self.settings.steps, "; ".join(problems))
         ticker.cancel()
@@ -603,14 +681,17 @@ class Simulation:
         live = world.live_nodes()
         dead = [n for n in world.nodes.values() if not n.alive]
         action = rng.choices(
-            ["produce", "idempotent", "create", "delete", "grow", "crash", "restart", "cut",
-             "heal", "expire", "isolate", "pause"],
-            weights=[8, 6, 6, 2, 2, 1, 2, 1, 3, 1, 1, 1])[0]
+            ["produce", "idempotent", "transaction", "create", "delete", "grow", "crash",
+             "restart", "cut", "heal", "expire", "isolate", "pause"],
+            weights=[8, 6, 6, 6, 2, 2, 1, 2, 1, 3, 1, 1, 1])[0]
         if action == "produce" and live:
             return loop.create_task(self._produce(rng, rng.choice(live)))
         if action == "idempotent" and live:
             producer = rng.choice(world.producers)
             return loop.create_task(self._produce_idempotent(rng, producer))
+        if action == "transaction" and live and world.transactional:
+            transactional = rng.choice(world.transactional)
+            return loop.create_task(self._transaction(rng, transactional))
         name = f"topic-{rng.randrange(self.settings.topic_names)}"
         if action in ("create", "delete", "grow") and live:
             node = rng.choice(live)
@@ -679,24 +760,28 @@ class Simulation:
         world = self.world
         if node.partitions is None or not node.partitions.topics:
             return
-        topic = node.partitions.topics[rng.choice(sorted(node.partitions.topics))]
+        names = sorted(n for n in node.partitions.topics if not n.startswith("__"))
+        if not names:
+            return
+        topic = node.partitions.topics[rng.choice(names)]
         index = rng.randrange(topic.partition_count)
         leader = world.nodes.get(topic.states[index].leader)
         acks = rng.choice((0, 1, -1, -1))
         world.produced += 1
         value = f"{self.seed}/{world.produced}".encode()
-        key = (topic.name, topic.record.created_version, index)
         P = ProduceRequest
         request = P(transactional_id=None, acks=acks, timeout_ms=3000, topic_data=[
             P.TopicProduceData(name=topic.name, partition_data=[
                 P.TopicProduceData.PartitionProduceData(index=index, records=make_batch(
                     [value], timestamp_ms=int(self.loop.time() * 1000)))])])
+        served: dict[str, int] = {}
         try:
-            response = await serve(world, "client", leader, request, 9, "producer")
+            response = await serve(world, "client", leader, request, 9, "producer", served)
         except ConnectionError:
             return
         code = response.responses[0].partition_responses[0].error_code
         if acks == -1 and code == 0:
+            key = (topic.name, served[topic.name], index)
             world.acknowledged.setdefault(key, []).append(value)
             self._note(f"{leader.name if leader else '?'}: acknowledged {value!r} on "
                        f"{topic.name}-{index} (acks=all)")
@@ -709,11 +794,13 @@ class Simulation:
             await self._init_producer_id(rng, producer)
             return
         node = rng.choice(world.live_nodes() or [None])  # whose metadata the client has
-        if node is None or node.partitions is None or not node.partitions.topics:
+        if node is None or node.partitions is None:
             return
-        topic = node.partitions.topics[rng.choice(sorted(node.partitions.topics))]
-        index = rng.randrange(topic.partition_count)
-        key = (topic.name, topic.record.created_version, index)
+        names = sorted(n for n in node.partitions.topics if not n.startswith("__"))
+        if not names:
+            return
+        topic = node.partitions.topics[rng.choice(names)]
+        key = (topic.name, rng.randrange(topic.partition_count))
         if key in producer.in_flight:
             return
         producer.in_flight.add(key)
@@ -723,9 +810,11 @@ class Simulation:
             producer.in_flight.discard(key)
 
     async def _deliver(self, rng: random.Random, producer: IdempotentProducer,
-                       key: tuple[str, int, int]) -> None:
+                       key: tuple[str, int]) -> None:
+        """Like Kafka's producer, it knows partitions by name: a topic deleted and created
+        again gets the next sequence, which the new partition refuses."""
         world = self.world
-        name, created, index = key
+        name, index = key
         world.produced += 1
         value = f"{self.seed}/{world.produced}".encode()
         sequence = producer.sequences.get(key, 0)
@@ -745,14 +834,17 @@ class Simulation:
             if leader is None:
                 outcome = "no leader known"
             else:
+                served: dict[str, int] = {}
                 try:
-                    response = await serve(world, "client", leader, request, 9, producer.name)
+                    response = await serve(world, "client", leader, request, 9, producer.name,
+                                           served)
                 except ConnectionError as error:
                     outcome = str(error)
                 else:
                     code = ErrorCode(response.responses[0].partition_responses[0].error_code)
                     if code is ErrorCode.NONE:
-                        world.acknowledged.setdefault(key, []).append(value)
+                        world.acknowledged.setdefault((name, served[name], index),
+                                                      []).append(value)
                         producer.sequences[key] = sequence + 1
                         self._note(f"{leader.name}: acknowledged {value!r} on {name}-{index} "
                                    f"({producer.name}, id {producer_id}, sequence {sequence})")
@@ -766,14 +858,13 @@ class Simulation:
                        f"({outcome}); a new producer id")
             producer.reset()
 
-    def _leader_as_seen(self, key: tuple[str, int, int]) -> Node | None:
-        """The leader a client's fresh metadata names (any live broker's view of the same
-        topic incarnation)."""
-        name, created, index = key
+    def _leader_as_seen(self, key: tuple[str, int]) -> Node | None:
+        """The leader a client's fresh metadata names: the first live broker's view that
+        has the partition."""
+        name, index = key
         for node in self.world.live_nodes():
             topic = node.partitions.topics.get(name) if node.partitions is not None else None
-            if topic is not None and topic.record.created_version == created \
-                    and index < topic.partition_count:
+            if topic is not None and index < topic.partition_count:
                 return self.world.nodes.get(topic.states[index].leader)
         return None
 
@@ -799,6 +890,177 @@ class Simulation:
                            f"{node.name}")
         finally:
             producer.initializing = False
+
+    # -- transactions ------------------------------------------------------------------------
+
+    async def _transaction(self, rng: random.Random, producer: TransactionalProducer) -> None:
+        """One transaction of a transactional producer: (InitProducerId,) AddPartitionsToTxn,
+        a batch per partition, EndTxn - commit or abort - each retried as Kafka's producer
+        retries it; its outcome is what the last EndTxn answer says, or unknown."""
+        if producer.busy:
+            return
+        producer.busy = True
+        try:
+            if producer.producer_id < 0 and not await self._init_transactional(rng, producer):
+                return
+            await self._one_transaction(rng, producer)
+        finally:
+            producer.busy = False
+
+    async def _one_transaction(self, rng: random.Random, producer: TransactionalProducer
+                               ) -> None:
+        world = self.world
+        node = rng.choice(world.live_nodes() or [None])
+        if node is None or node.partitions is None:
+            return
+        topics = sorted(name for name in node.partitions.topics if not name.startswith("__"))
+        if not topics:
+            return
+        keys = set()
+        for _ in range(rng.randint(1, 3)):
+            topic = node.partitions.topics[rng.choice(topics)]
+            keys.add((topic.name, topic.record.created_version,
+                      rng.randrange(topic.partition_count)))
+        record = Transaction(producer.transactional_id, producer.producer_id, producer.epoch,
+                             sorted(keys))
+        world.transactions.append(record)
+        A = AddPartitionsToTxnRequest
+        by_topic: dict[str, list[int]] = {}
+        for name, _created, index in record.keys:
+            by_topic.setdefault(name, []).append(index)
+        add = A(v3_and_below_transactional_id=producer.transactional_id,
+                v3_and_below_producer_id=producer.producer_id,
+                v3_and_below_producer_epoch=producer.epoch,
+                v3_and_below_topics=[A.AddPartitionsToTxnTopic(name=name, partitions=indexes)
+                                     for name, indexes in sorted(by_topic.items())])
+        code = await self._ask_coordinator(rng, producer, add, 3, _add_partitions_code)
+        self._note(f"{producer.transactional_id}: AddPartitionsToTxn "
+                   f"{_keys_text(record.keys)} -> {code.name}")
+        if code is not ErrorCode.NONE:
+            record.outcome = "unknown"  # nothing written; the partitions may be added
+            producer.reset()
+            return
+        commit = rng.random() < 0.7
+        for key in record.keys:
+            if not await self._transactional_batch(rng, producer, record, key):
+                commit = False
+        end = EndTxnRequest(transactional_id=producer.transactional_id,
+                            producer_id=producer.producer_id, producer_epoch=producer.epoch,
+                            committed=commit)
+        code = await self._ask_coordinator(rng, producer, end, 3,
+                                           lambda response: ErrorCode(response.error_code))
+        word = "commit" if commit else "abort"
+        self._note(f"{producer.transactional_id}: EndTxn {word} -> {code.name}")
+        if code is ErrorCode.NONE:
+            record.outcome = "committed" if commit else "aborted"
+        else:
+            record.outcome = "unknown"
+            producer.reset()
+
+    async def _transactional_batch(self, rng: random.Random, producer: TransactionalProducer,
+                                   record: Transaction, key: tuple[str, int, int]) -> bool:
+        world = self.world
+        name, created, index = key
+        world.produced += 1
+        value = f"{self.seed}/{world.produced}".encode()
+        sequence = producer.sequences.get((name, index), 0)
+        batch = make_batch([value], timestamp_ms=int(self.loop.time() * 1000),
+                           producer_id=producer.producer_id, producer_epoch=producer.epoch,
+                           base_sequence=sequence, attributes=TRANSACTIONAL)
+        P = ProduceRequest
+        request = P(transactional_id=producer.transactional_id, acks=-1, timeout_ms=3000,
+                    topic_data=[P.TopicProduceData(name=name, partition_data=[
+                        P.TopicProduceData.PartitionProduceData(index=index, records=batch)])])
+        deadline = self.loop.time() + 60.0
+        while self.loop.time() < deadline:
+            leader = self._leader_as_seen((name, index))
+            if leader is not None:
+                served: dict[str, int] = {}
+                try:
+                    response = await serve(world, "client", leader, request, 9,
+                                           producer.transactional_id, served)
+                except ConnectionError:
+                    pass
+                else:
+                    code = ErrorCode(response.responses[0].partition_responses[0].error_code)
+                    if code is ErrorCode.NONE:
+                        producer.sequences[(name, index)] = sequence + 1
+                        record.values.append(((name, served[name], index), value))
+                        return True
+                    if code not in RETRIABLE:
+                        self._note(f"{producer.transactional_id}: {value!r} on "
+                                   f"{name}-{index} -> {code.name}")
+                        break
+            await asyncio.sleep(rng.uniform(0.1, 1.0))
+        else:
+            self._note(f"{producer.transactional_id}: {value!r} on {name}-{index} not "
+                       "delivered")
+        record.values.append((key, value))  # perhaps written; must not be read
+        record.all_acknowledged = False
+        return False
+
+    async def _init_transactional(self, rng: random.Random, producer: TransactionalProducer
+                                  ) -> bool:
+        request = InitProducerIdRequest(transactional_id=producer.transactional_id,
+                                        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                                        producer_id=-1, producer_epoch=-1)
+        answer: list[Any] = []
+
+        def code_of(response: Any) -> ErrorCode:
+            answer.append(response)
+            return ErrorCode(response.error_code)
+
+        code = await self._ask_coordinator(rng, producer, request, 4, code_of)
+        if code is not ErrorCode.NONE:
+            self._note(f"{producer.transactional_id}: InitProducerId -> {code.name}")
+            return False
+        producer.producer_id, producer.epoch = answer[-1].producer_id, answer[-1].producer_epoch
+        producer.sequences.clear()
+        self._note(f"{producer.transactional_id}: producer id {producer.producer_id} epoch "
+                   f"{producer.epoch}")
+        return True
+
+    async def _ask_coordinator(self, rng: random.Random, producer: TransactionalProducer,
+                               request: Any, version: int,
+                               code_of: Callable[[Any], ErrorCode]) -> ErrorCode:
+        """A request to the transactional id's coordinator, found (again) with FindCoordinator
+        when needed, retried on what Kafka's producer retries, for up to a minute."""
+        world = self.world
+        deadline = self.loop.time() + 60.0
+        code = ErrorCode.REQUEST_TIMED_OUT
+        while self.loop.time() < deadline:
+            coordinator = world.nodes.get(producer.coordinator)
+            if coordinator is None or not coordinator.alive:
+                producer.coordinator = await self._find_coordinator(rng, producer)
+                coordinator = world.nodes.get(producer.coordinator)
+            if coordinator is not None:
+                try:
+                    response = await serve(world, "client", coordinator, request, version,
+                                           producer.transactional_id)
+                except ConnectionError:
+                    code = ErrorCode.REQUEST_TIMED_OUT
+                else:
+                    code = code_of(response)
+                    if code not in COORDINATOR_RETRIABLE:
+                        return code
+                    if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                        producer.coordinator = -1
+            await asyncio.sleep(rng.uniform(0.1, 1.0))
+        return code
+
+    async def _find_coordinator(self, rng: random.Random, producer: TransactionalProducer
+                                ) -> int:
+        world = self.world
+        live = world.live_nodes()
+        if not live:
+            return -1
+        node = rng.choice(live)
+        try:
+            response = await serve(world, "client", node, FindCoordinatorRequest(
+                key=producer.transactional_id, key_type=1), 3, producer.transactional_id)
+        except ConnectionError:
+            return -1
+        return int(response.node_id) if response.error_code == 0 else -1
 
     def _resume(self, node: Node, incarnation: int) -> None:
         if node.paused and node.incarnation == incarnation:
