@@ -198,6 +198,9 @@ class Partition:
         # the store's version of the state's creation: an ISR change names the incarnation of
         # the topic it was read from, so it can never land in another one's state
         self.partition_state_created = -1
+        # closed or deleted: its files are gone or going; whoever awaited something with
+        # this replica in hand must drop it (a fetcher asking where to truncate, say)
+        self.removed = False
         self.isr_state: IsrState = CommittedIsr((replica_id,) if single else ())
         self.followers: dict[int, FollowerState] = {}
         # Cluster mode: may we act as leader now (see LeadershipLease)? And who carries out
@@ -644,7 +647,8 @@ class Partition:
         ``read_committed`` fetch response carries them. A bound past the data returned
         (the LSO) only adds entries a client ignores."""
         found = self.log.collect_aborted_transactions(fetch_offset, upper_bound_offset)
-        return sorted((entry.producer_id, entry.first_offset) for entry in found)
+        return [(entry.producer_id, entry.first_offset)
+                for entry in sorted(found, key=lambda e: (e.first_offset, e.producer_id))]
 
     def offset_for_timestamp(self, timestamp_ms: int) -> OffsetAndTimestamp | None:
         return self.log.offset_for_timestamp(timestamp_ms)
@@ -923,6 +927,7 @@ class Partition:
 
     def close(self) -> None:
         """Clean shutdown: flush to disk first, as Kafka does, and snapshot producer state."""
+        self.removed = True
         self._wake_fetchers()
         self._complete_acks_waiters(lost_leadership=True)
         self.log.flush()
@@ -932,6 +937,7 @@ class Partition:
 
     def delete(self) -> None:
         """Topic deletion: wake waiting fetches (they will see the topic gone), remove files."""
+        self.removed = True
         self._wake_fetchers()
         self._complete_acks_waiters(lost_leadership=True)
         self.log.delete()

@@ -172,6 +172,8 @@ class ReplicaFetcher:
             response: OffsetForLeaderEpochResponse = await self.client.request(
                 request, OFFSET_FOR_LEADER_EPOCH_VERSION)
             answer = response.topics[0].partitions[0]
+            if partition.removed:
+                return False  # deleted while we asked (simulation seed 119)
             if partition.leader_epoch != leader_epoch or partition.is_leader:
                 return False  # our state moved while we asked; start again
             if answer.error_code != ErrorCode.NONE:
@@ -218,7 +220,7 @@ class ReplicaFetcher:
 
     def _apply(self, partition: Partition, leader_epoch: int, fetch_offset: int,
                entry: FetchResponse.FetchableTopicResponse.PartitionData) -> None:
-        if (partition.leader_epoch != leader_epoch or partition.is_leader
+        if (partition.removed or partition.leader_epoch != leader_epoch or partition.is_leader
                 or partition.log_end_offset != fetch_offset):
             return  # the partition moved on while we waited: this answer is stale
         code = ErrorCode(entry.error_code)

@@ -18,12 +18,14 @@ at every live broker's view, and remembers what it saw before:
 live broker knows exactly the store's topics (incarnation, partition count) and partition
 states, the live brokers and the controller. ``durable()`` then: every record acknowledged
 with acks=all is in its partition's log (unless the topic was deleted), and every in-sync
-replica holds the leader's records up to the high watermark.
+replica holds the leader's records up to the high watermark, and no record of an
+idempotent producer is in a log twice (however often it was retried).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kazoo.protocol.states import ZnodeStat
@@ -53,6 +55,8 @@ class Observer:
         self.dropped: dict[int, set[Incarnation]] = {}
         # node -> (topic, created_version, partition) -> high watermark
         self.high_watermarks: dict[int, dict[tuple[str, int, int], int]] = {}
+        # node -> (topic, created_version, partition, leader epoch) -> LSO while it leads
+        self.stable_offsets: dict[int, dict[tuple[str, int, int, int], int]] = {}
 
     # -- the store ---------------------------------------------------------------------------
 
@@ -153,6 +157,15 @@ class Observer:
                     problems.append(f"broker {node_id}: the high watermark of {name}-{index} "
                                     f"went back from {before_hw} to {partition.high_watermark}")
                 marks[mark] = partition.high_watermark
+                if partition.is_leader:
+                    stable = self.stable_offsets.setdefault(node_id, {})
+                    lso_key = (*mark, partition.leader_epoch)
+                    before_lso = stable.get(lso_key, -1)
+                    if partition.last_stable_offset < before_lso:
+                        problems.append(f"broker {node_id}: the last stable offset of "
+                                        f"{name}-{index} went back from {before_lso} to "
+                                        f"{partition.last_stable_offset}")
+                    stable[lso_key] = partition.last_stable_offset
             for index, state in enumerate(topic.states):
                 key = (name, index)
                 before = held.get(key)
@@ -176,6 +189,7 @@ class Observer:
         self.known.pop(node_id, None)
         self.dropped.pop(node_id, None)
         self.high_watermarks.pop(node_id, None)
+        self.stable_offsets.pop(node_id, None)
 
     # -- at the end --------------------------------------------------------------------------
 
@@ -229,11 +243,17 @@ class Observer:
             if missing:
                 problems.append(f"{name}-{index}: {len(missing)} acknowledged records are not "
                                 f"in leader {leader.node_id}'s log, e.g. {missing[:3]}")
+        idempotent = self.world.idempotent
         for name, (_czxid, states) in sorted(store.items()):
             for index, state in sorted(states.items()):
                 leader = nodes.get(int(state["leader"]))
                 if leader is None:
                     continue
+                counts = Counter(values_of(leader, name, index))
+                twice = sorted(v for v, n in counts.items() if n > 1 and v in idempotent)
+                if twice:
+                    problems.append(f"{name}-{index}: an idempotent producer's record is in "
+                                    f"leader {leader.node_id}'s log more than once: {twice[:3]}")
                 committed = values_of(leader, name, index, committed_only=True)
                 for member in state["isr"]:
                     node = nodes.get(int(member))
@@ -243,6 +263,62 @@ class Observer:
                     if theirs[:len(committed)] != committed:
                         problems.append(f"{name}-{index}: in-sync replica {member} holds "
                                         f"{theirs[:5]}..., the leader {committed[:5]}...")
+        return problems
+
+    def transactions(self) -> list[str]:
+        """At the end, every transaction as a ``read_committed`` consumer of each partition's
+        leader sees it: a committed one wholly, an aborted one not at all, one whose outcome
+        its client never learnt all or nothing; no record twice; and none left open - every
+        partition's last stable offset has reached its high watermark."""
+        problems: list[str] = []
+        store = self.store_topics()
+        nodes = self.world.nodes
+        views: dict[tuple[str, int, int], Counter[bytes | None] | None] = {}
+
+        def leader_of(name: str, index: int) -> Node | None:
+            state = store[name][1].get(index)
+            return nodes.get(int(state["leader"])) if state else None
+
+        def view(key: tuple[str, int, int]) -> Counter[bytes | None] | None:
+            name, czxid, index = key
+            if name not in store or store[name][0] != czxid:
+                return None  # deleted since: its records went with it
+            if key not in views:
+                leader = leader_of(name, index)
+                views[key] = None if leader is None else Counter(
+                    read_committed(leader, name, index))
+            return views[key]
+
+        for txn in self.world.transactions:
+            counted = [(key, value, found[value]) for key, value in txn.values
+                       if (found := view(key)) is not None]
+            visible = [f"{value!r} on {key[0]}-{key[2]}" for key, value, n in counted if n]
+            what = f"transaction of {txn.transactional_id} (producer {txn.producer_id} " \
+                   f"epoch {txn.epoch}, {txn.outcome})"
+            if any(n > 1 for _key, _value, n in counted):
+                problems.append(f"{what}: a record is read more than once")
+            if (txn.outcome == "aborted" or not txn.all_acknowledged) and visible:
+                # a batch not acknowledged means no commit was asked for
+                problems.append(f"{what}: read_committed reads {visible[:3]}")
+            elif txn.outcome == "committed" and len(visible) < len(counted):
+                problems.append(f"{what}: read_committed reads only {visible[:3]} of "
+                                f"{len(counted)} records")
+            elif 0 < len(visible) < len(counted):
+                problems.append(f"{what}: read_committed reads part of it: {visible[:3]} of "
+                                f"{len(counted)} records")
+        for name, (_czxid, states) in sorted(store.items()):
+            for index in sorted(states):
+                leader = leader_of(name, index)
+                topic = leader.partitions.topics.get(name) \
+                    if leader is not None and leader.partitions is not None else None
+                partition = topic.local.get(index) if topic is not None else None
+                if partition is not None and \
+                        partition.last_stable_offset < partition.high_watermark:
+                    problems.append(
+                        f"{name}-{index}: a transaction is left open on leader "
+                        f"{partition.replica_id}: last stable offset "
+                        f"{partition.last_stable_offset}, high watermark "
+                        f"{partition.high_watermark}")
         return problems
 
 
@@ -267,4 +343,41 @@ def values_of(node: Node, topic: str, index: int, committed_only: bool = False
         if not header.is_control:
             batch = data[position:position + header.size]
             values.extend(record.value for record in decode_records(batch, header))
+    return values
+
+
+def read_committed(node: Node, topic: str, index: int) -> list[bytes | None]:
+    """The values a ``read_committed`` consumer gets from ``node``'s replica: below the LSO,
+    without the records of aborted transactions, filtered as Kafka's consumer filters them
+    (the partition's aborted-transaction list; a producer's batches skipped from its entry's
+    first offset up to its ABORT marker)."""
+    from ..protocol.batches import iter_headers
+    from ..protocol.control_records import decode_marker
+    from ..protocol.records import decode_records
+    if node.partitions is None or topic not in node.partitions.topics:
+        return []
+    partition = node.partitions.topics[topic].local.get(index)
+    if partition is None:
+        return []
+    start, end = partition.log_start_offset, partition.last_stable_offset
+    # by first offset, whatever the order the broker lists them in (Kafka's consumer keeps
+    # them in a priority queue)
+    aborted = sorted(partition.aborted_transactions(start, end), key=lambda a: (a[1], a[0]))
+    read = partition.log.read(start, 1 << 30, max_offset=end)
+    data = read.read() if isinstance(read, FileRegion) else bytes(read)
+    skipping: set[int] = set()
+    values: list[bytes | None] = []
+    for position, header in iter_headers(data):
+        if header.base_offset >= end:
+            break
+        while aborted and aborted[0][1] <= header.last_offset:
+            skipping.add(aborted.pop(0)[0])
+        batch = data[position:position + header.size]
+        if header.is_control:
+            if not decode_marker(batch, header).commit:
+                skipping.discard(header.producer_id)
+            continue
+        if header.is_transactional and header.producer_id in skipping:
+            continue
+        values.extend(record.value for record in decode_records(batch, header))
     return values
