@@ -143,6 +143,19 @@ def test_an_abort_is_indexed_in_kafkas_layout_and_releases_the_lso(partition):
     assert partition.last_stable_offset == partition.high_watermark == 5
 
 
+def test_aborted_transactions_come_by_first_offset_not_by_producer_id(partition):
+    """A higher producer id that began first is listed first (simulation seed 51: the list
+    was sorted by producer id, and a consumer walking it in order read an aborted record)."""
+    first, second = Producer(partition, 1000), Producer(partition, 7)
+    first_offset = first.send(b"a")  # 0
+    partition.append_records(make_batch([b"plain"]))  # 1
+    second_offset = second.send(b"b")  # 2
+    first.abort()
+    second.abort()
+    assert partition.aborted_transactions(0, partition.high_watermark) == [
+        (1000, first_offset), (7, second_offset)]
+
+
 def test_aborted_transactions_overlap_the_fetch_and_come_sorted_by_first_offset(partition):
     early, late, other = Producer(partition, 10), Producer(partition, 20), Producer(partition, 30)
     early_first = early.send(b"e")  # 0
