@@ -32,7 +32,9 @@ REGRESSION_SEEDS = {
     81: "a follower of the new incarnation fetched, by name, from a leader still holding the "
         "old one, both in epoch 0 (followers now fetch by topic id, Fetch v13)",
     51: "the aborted transactions a read_committed fetch lists were sorted by producer id, "
-        "not by first offset: a consumer walking them in order read an aborted record",
+        "not by first offset: a consumer walking them in order read an aborted record (the "
+        "invariants now sort them as Kafka's consumer does; the order itself is pinned by "
+        "tests/unit/partition/test_transactions.py)",
     119: "a topic deleted while its follower asked the leader where to truncate: the "
          "fetcher truncated the deleted replica, whose files were gone, and the error "
          "ended the broker's membership (a removed replica is now dropped)",
