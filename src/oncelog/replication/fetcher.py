@@ -179,13 +179,17 @@ class ReplicaFetcher:
             if answer.error_code != ErrorCode.NONE:
                 self._retry_later(partition, ErrorCode(answer.error_code))
                 return False
-            if answer.leader_epoch < 0:
+            if answer.leader_epoch < 0 or answer.end_offset < 0:
+                # the leader knows no epoch at or below ours (UNDEFINED_EPOCH_OFFSET): Kafka
+                # truncates to the high watermark (seed 2399 truncated to -1)
                 partition.truncate_to(partition.high_watermark)
                 return True
             if answer.leader_epoch == ours:
                 partition.truncate_to(min(answer.end_offset, partition.log_end_offset))
                 return True
             _, our_end = partition.end_offset_for_epoch(answer.leader_epoch)
+            if our_end < 0:  # we know no epoch at or below the leader's: its end bounds us
+                our_end = partition.log_end_offset
             partition.truncate_to(min(answer.end_offset, our_end))
         log.error("%s: %s did not settle where to truncate", self, partition)
         return False
