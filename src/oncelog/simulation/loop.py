@@ -55,13 +55,18 @@ class _Handle(events.Handle):
     __slots__ = ()
 
     def __init__(self, callback: Any, args: Any, loop: Any, context: Any) -> None:
-        self._context = context if context is not None else contextvars.copy_context()
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
+        _set_up(self, callback, args, loop, context)
+
+
+def _set_up(handle: Any, callback: Any, args: Any, loop: Any, context: Any) -> None:
+    """What asyncio's ``Handle.__init__`` sets, outside debug mode."""
+    handle._context = context if context is not None else contextvars.copy_context()
+    handle._loop = loop
+    handle._callback = callback
+    handle._args = args
+    handle._cancelled = False
+    handle._repr = None
+    handle._source_traceback = None
 
 
 class _Timer(events.TimerHandle):
@@ -70,13 +75,7 @@ class _Timer(events.TimerHandle):
     __slots__ = ()
 
     def __init__(self, when: float, callback: Any, args: Any, loop: Any, context: Any) -> None:
-        self._context = context if context is not None else contextvars.copy_context()
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
+        _set_up(self, callback, args, loop, context)
         self._when = when
         self._scheduled = False
 
