@@ -20,9 +20,11 @@ one JSON file in the data directory (the single-broker default, no extra process
 from .metadata_store import LocalMetadataStore
 from .store import (NO_LEADER, BrokerRegistration, MetadataChange, MetadataEvent,
                     MetadataStore, NodeIdInUse, PartitionState, StoreCalls, StoreTimedOut,
-                    StoreUnavailable, TopicExists, TopicListing, TopicRecord, new_topic_id)
+                    StoreUnavailable, TopicExists, TopicGrew, TopicListing, TopicRecord,
+                    new_topic_id)
 
 __all__ = ["LocalMetadataStore", "MetadataStore", "TopicRecord", "PartitionState",
            "BrokerRegistration", "MetadataChange", "MetadataEvent", "NodeIdInUse",
-           "StoreCalls", "StoreTimedOut", "StoreUnavailable", "TopicExists", "TopicListing",
+           "StoreCalls", "StoreTimedOut", "StoreUnavailable", "TopicExists", "TopicGrew",
+           "TopicListing",
            "NO_LEADER", "new_topic_id"]

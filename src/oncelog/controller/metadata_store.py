@@ -22,8 +22,8 @@ from pathlib import Path
 
 from ..storage import files
 from .store import (BrokerRegistration, MetadataEvent, MetadataStore, NodeIdInUse,
-                    PartitionState, TopicExists, TopicListing, TopicRecord, new_cluster_id,
-                    new_topic_id)
+                    PartitionState, TopicExists, TopicGrew, TopicListing, TopicRecord,
+                    new_cluster_id, new_topic_id)
 
 __all__ = ["LocalMetadataStore", "TopicRecord", "new_topic_id"]
 
@@ -108,6 +108,8 @@ class LocalMetadataStore(MetadataStore):
             current = self._topics.get(record.name)
             if current is None or current.created_version != record.created_version:
                 raise KeyError(f"topic {record.name!r} does not exist")
+            if current.partitions + len(new_states) != len(record.assignment):
+                raise TopicGrew(record.name, current.partitions)  # by a concurrent request
             self._version += 1
             self._topics[record.name] = self._copy(record)
             stored = [replace(s, version=0, created_version=self._version) for s in new_states]

@@ -146,6 +146,15 @@ class TopicExists(Exception):
     pass
 
 
+class TopicGrew(Exception):
+    """Adding partitions to a topic that another request grew meanwhile: the stored topic
+    has ``partitions`` partitions, not the count the new ones were planned after."""
+
+    def __init__(self, name: str, partitions: int) -> None:
+        super().__init__(f"topic {name!r} has {partitions} partitions now")
+        self.partitions = partitions
+
+
 class StoreUnavailable(Exception):
     """The store cannot be reached (ZooKeeper down or our session lost); retriable."""
 
@@ -259,7 +268,8 @@ class MetadataStore(abc.ABC):
         """Store a topic's grown ``record`` (more partitions, longer assignment) and the
         first state of each new partition; returns those states as stored. Raises
         ``KeyError`` when the topic does not exist (or is another incarnation than
-        ``record``'s)."""
+        ``record``'s), ``TopicGrew`` when its stored partition count is not the one the new
+        partitions follow (``len(record.assignment) - len(new_states)``)."""
 
     @abc.abstractmethod
     def delete_topic(self, name: str) -> None:

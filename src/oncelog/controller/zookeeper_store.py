@@ -75,7 +75,7 @@ from kazoo.retry import KazooRetry
 
 from .store import (NO_LEADER, BrokerRegistration, MetadataChange, MetadataEvent,
                     MetadataStore, NodeIdInUse, PartitionState, StoreUnavailable, TopicExists,
-                    TopicListing, TopicRecord, new_cluster_id)
+                    TopicGrew, TopicListing, TopicRecord, new_cluster_id)
 
 log = logging.getLogger(__name__)
 
@@ -635,7 +635,8 @@ class ZooKeeperMetadataStore(MetadataStore):
             if record.created_version >= 0 and stat.czxid != record.created_version:
                 raise KeyError(f"topic {record.name!r} was deleted and created again")
             first_index = len(json.loads(data).get("partitions", {}))
-            assert first_index + len(new_states) == len(record.assignment), record
+            if first_index + len(new_states) != len(record.assignment):
+                raise TopicGrew(record.name, first_index)  # by another broker's request
             transaction = _Operations()
             transaction.set_data(topic_path(record.name), self._topic_document(record),
                                  version=stat.version)

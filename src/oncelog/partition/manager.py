@@ -36,7 +36,8 @@ from typing import TypeVar
 
 from ..config import BrokerConfig, ConfigError, validate_topic_configs
 from ..controller.store import (MetadataStore, PartitionState, StoreCalls, StoreUnavailable,
-                                TopicExists, TopicListing, TopicRecord, new_topic_id)
+                                TopicExists, TopicGrew, TopicListing, TopicRecord,
+                                new_topic_id)
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage import Log, files
 from ..storage.cleaner import LogCleaner
@@ -44,6 +45,9 @@ from .flusher import Flusher
 from .partition import LeadershipLease, Partition, TopicSettings
 
 log = logging.getLogger(__name__)
+
+# CreatePartitions planned again after another request grew the topic first
+_GROW_ATTEMPTS = 5
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
@@ -316,7 +320,7 @@ class PartitionManager:
 
     async def _catch_up(self, name: str) -> None:
         """Read one topic from the store and apply it (a request named a topic this broker
-        has not heard of yet, or one it was about to create)."""
+        has not heard of yet, or one it was about to create, or one whose growth it missed)."""
         try:
             record, states = await self.calls(self._read_topic, name)
         except StoreUnavailable:
@@ -362,6 +366,27 @@ class PartitionManager:
                                 live_brokers: list[int] | None = None,
                                 assignment: list[list[int]] | None = None,
                                 timeout_s: float | None = None) -> None:
+        """Grow ``name`` to ``count`` partitions. When another request (on this broker or
+        another) grew the topic between our read and our write, the store refuses the
+        write (``TopicGrew``): the topic is read again and the request planned again - so
+        it ends as INVALID_PARTITIONS when the topic has ``count`` partitions or more by
+        then, as it would have had it come second."""
+        for _attempt in range(_GROW_ATTEMPTS):
+            try:
+                await self._create_partitions(name, count, validate_only, live_brokers,
+                                              assignment, timeout_s)
+                return
+            except TopicGrew as grew:
+                log.info("topic %s grew to %d partitions while a request grew it to %d; "
+                         "planning again", name, grew.partitions, count)
+                await self._catch_up(name)
+        raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                         f"topic {name!r} kept growing while this request grew it")
+
+    async def _create_partitions(self, name: str, count: int, validate_only: bool,
+                                 live_brokers: list[int] | None,
+                                 assignment: list[list[int]] | None,
+                                 timeout_s: float | None) -> None:
         topic = await self.known_topic(name)
         current = topic.partition_count
         if count <= current:

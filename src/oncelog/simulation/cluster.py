@@ -192,10 +192,11 @@ async def serve(world: World, sender: str, target: Node | None, request: Any, ve
         raise ConnectionError(f"{target.name if target else 'no broker'} cannot be reached")
     answer = asyncio.ensure_future(_handle(world, sender, target, request, version, client_id,
                                            served))
+    # the sender may give up on it (a timeout, or its own task cancelled) before it fails
+    answer.add_done_callback(_ignore_result)
     try:
         response = await asyncio.wait_for(asyncio.shield(answer), REQUEST_TIMEOUT_S)
     except TimeoutError:
-        answer.add_done_callback(_ignore_result)
         raise ConnectionError(f"no answer from {target.name} within "
                               f"{REQUEST_TIMEOUT_S:g} s") from None
     await asyncio.sleep(world.network.latency())
@@ -582,6 +583,7 @@ class Simulation:
         self.directory = directory or Path(tempfile.mkdtemp(prefix=f"oncelog-sim-{seed}-",
                                                             dir=_scratch()))
         self.loop = SimulatedLoop()
+        self.loop.set_exception_handler(self._unhandled)
         self.world = World(seed, self.settings, self.directory, rng,
                            Network(rng, self.settings.latency_s, self.settings.drop_rate),
                            MemoryZooKeeper(self.loop.time))
@@ -609,6 +611,13 @@ class Simulation:
             self.loop.close()
             if self._own_directory:
                 shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _unhandled(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """A broker's task that died of an exception nobody awaited: a crash the run must
+        report, not a line in a log."""
+        error = context.get("exception")
+        self.world.failures.append(f"{context.get('message', 'unhandled')}: {error!r}")
+        loop.default_exception_handler(context)
 
     def _note(self, text: str) -> None:
         self.world.log.append(f"{self.loop.time():9.3f} {text}")
@@ -1076,7 +1085,11 @@ class Simulation:
             self.world.failures.append(f"{node.name} did not start: {error!r}")
 
     async def _client(self, operation: Any, node: Node, what: str) -> None:
-        code = await operation
+        try:
+            code = await operation
+        except Exception as error:  # a request that crashed its handler gets no answer
+            self.world.failures.append(f"{node.name}: {what} raised {error!r}")
+            return
         self._note(f"{node.name}: {what} -> {code}")
 
     def _heal(self, cut: frozenset[str]) -> None:

@@ -129,3 +129,41 @@ def test_a_replica_directory_of_an_older_incarnation_is_deleted_not_reused(tmp_p
     reopened = again.get_partition("reborn", 0)
     assert reopened.log_end_offset == 0
     assert kafka_topic_id(new.topic_id) in (directory / PARTITION_METADATA).read_text()
+
+
+async def _grow_concurrently(partitions: PartitionManager, name: str, counts: list[int]
+                             ) -> list[BaseException | None]:
+    return await asyncio.gather(*(partitions.create_partitions(name, count) for count in counts),
+                                return_exceptions=True)
+
+
+def test_two_requests_growing_one_topic_at_once_leave_it_consistent(tmp_path):
+    """Found by the simulation (seed 4710): two CreatePartitions for one topic, served at
+    once, each planned its new partitions after the count it had read. The store took both:
+    the file store ended with 1 + 2 + 3 partition states for a topic of 4; ZooKeeper's
+    asserted and the request never got an answer. The second write is refused now
+    (``TopicGrew``) and the request planned again from the grown topic."""
+    from oncelog.protocol.errors import ErrorCode, KafkaError
+    partitions = manager(tmp_path)
+    create(partitions, "racing")
+    outcomes = asyncio.run(_grow_concurrently(partitions, "racing", [4, 3]))
+    assert outcomes[0] is None
+    assert isinstance(outcomes[1], KafkaError)
+    assert outcomes[1].code is ErrorCode.INVALID_PARTITIONS  # 4 already, as if it came second
+    record = partitions.store.read_topic("racing")
+    assert record.partitions == 4 and len(record.assignment) == 4
+    assert len(partitions.store.partition_states("racing", 4)) == 4
+    assert partitions.store._states["racing"][4:] == []  # no state beyond the 4 partitions
+    assert [p.index for p in partitions.topics["racing"].partitions] == [0, 1, 2, 3]
+
+
+def test_a_request_growing_a_topic_further_than_a_concurrent_one_is_planned_again(tmp_path):
+    partitions = manager(tmp_path)
+    create(partitions, "further")
+    outcomes = asyncio.run(_grow_concurrently(partitions, "further", [3, 5]))
+    assert outcomes == [None, None]
+    record = partitions.store.read_topic("further")
+    assert record.partitions == 5 and len(record.assignment) == 5
+    assert len(partitions.store._states["further"]) == 5
+    assert partitions.topics["further"].partition_count == 5
+    assert [p.index for p in partitions.topics["further"].partitions] == [0, 1, 2, 3, 4]
