@@ -48,21 +48,20 @@ REGRESSION_SEEDS = {
     221: "a broker whose session expired renewed its leadership lease as it registered "
          "again, before reading the leaders elected meanwhile: two brokers acted as one "
          "partition's leader (the lease now waits for the cluster to be read again)",
+    2625: "a transactional batch retried past its transaction's timeout landed in a topic "
+          "deleted and created again under the same name, after the coordinator had "
+          "aborted the transaction: it opened a transaction nobody would end, and the "
+          "partition's last stable offset stopped (leaders now ask the coordinator before "
+          "a producer's first transactional batch, KIP-890; "
+          "tests/cluster/test_transaction_verification.py)",
+    3144: "the same hanging transaction, the late batch sent to a leader that did not "
+          "coordinate the transaction (the only kind the broker checked before)",
+    4710: "two CreatePartitions for one topic served at once: ZooKeeper's store asserted "
+          "(tests/unit/partition/test_metadata_forward.py); and a coordinator that had not "
+          "heard of a topic created again took it for deleted and dropped its marker, "
+          "leaving the transaction open in it (it now asks the store first; "
+          "tests/unit/coordinator/test_transaction_markers.py)",
 }
-
-
-# Seeds that found a bug not fixed yet: each is replayed on its own and must still fail
-# with what it found (so a fix is noticed, and the seed moves to REGRESSION_SEEDS); the
-# blocks accept these failures and no other. Issue 30 stays open while this is not empty.
-OPEN_SEEDS = {
-    2625: "a transaction is left open",
-    3144: "a transaction is left open",
-    4710: "a transaction is left open",
-}
-# All three (found 2026-11-29, when transactions joined the schedule): at the end a
-# partition's last stable offset stays below its high watermark - the coordinator's marker
-# is in the leader's log but the high watermark never passes it; in seed 3144 the followers
-# get UNKNOWN_TOPIC_ID from that leader at the end. Cause not found yet.
 
 
 def simulate(seeds: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
@@ -80,16 +79,7 @@ def test_every_seed_keeps_every_invariant(block):
     assert summary is not None, run.stdout[-6000:] + run.stderr[-3000:]
     failed = {int(seed) for seed in summary.group(3).split(",") if seed.strip()}
     assert int(summary.group(1)) == SEEDS_PER_BLOCK
-    assert failed <= OPEN_SEEDS.keys(), run.stdout[-6000:] + run.stderr[-3000:]
-
-
-@pytest.mark.parametrize("seed", sorted(OPEN_SEEDS))
-def test_open_seeds_still_find_their_bug(seed):
-    """A known, unfixed bug: the seed must still fail, saying what it found. When it passes,
-    the bug is fixed - move the seed to REGRESSION_SEEDS with its story."""
-    run = simulate(f"{seed}-{seed}")
-    assert run.returncode == 1, run.stdout[-3000:]
-    assert OPEN_SEEDS[seed] in run.stdout, run.stdout[-3000:]
+    assert not failed, run.stdout[-6000:] + run.stderr[-3000:]
 
 
 @pytest.mark.parametrize("seed", sorted(REGRESSION_SEEDS))

@@ -225,6 +225,7 @@ class Broker:
             server.close()
             self.transaction_coordinator.close()
             self.transaction_markers.close()
+            self.services.transaction_verifier.close()
             for connection in list(self.connections):
                 connection.transport.close()
             await server.wait_closed()

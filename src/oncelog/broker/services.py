@@ -32,6 +32,7 @@ from ..coordinator.group.offsets_topic import OffsetsTopic
 from ..coordinator.transaction.coordinator import TransactionCoordinator
 from ..coordinator.transaction.markers import Connect, TransactionMarkers, connect_to_broker
 from ..coordinator.transaction.state_topic import TransactionStateTopic
+from ..coordinator.transaction.verification import TransactionVerifier
 from ..partition import Flusher, PartitionManager
 from ..protocol.errors import ErrorCode
 
@@ -61,6 +62,8 @@ class BrokerServices:
     group_coordinator: GroupCoordinator
     transaction_state_topic: TransactionStateTopic
     transaction_coordinator: TransactionCoordinator
+    # asks a transaction's coordinator before a producer's first write to a partition
+    transaction_verifier: TransactionVerifier
 
     async def wait_for_group_records(self, group_id: str) -> ErrorCode:
         """Once a group operation wrote to ``__consumer_offsets``: wait until the ISR has it,
@@ -75,7 +78,8 @@ def build_services(config: BrokerConfig, identity: ClusterIdentity, partitions: 
                    clock: Callable[[], int], connect: Connect = connect_to_broker
                    ) -> BrokerServices:
     """The state owners of one broker over its ``partitions``, wired as a broker wires them;
-    ``connect`` opens the transaction markers' connection to another broker."""
+    ``connect`` opens the transaction markers' and the transaction verifier's connections to
+    another broker."""
     node_id: int = config["node.id"]
     flusher = Flusher()
     partitions.flusher = flusher
@@ -88,6 +92,8 @@ def build_services(config: BrokerConfig, identity: ClusterIdentity, partitions: 
                                  connect)
     transaction_coordinator = TransactionCoordinator(config, transaction_state_topic,
                                                      producer_ids, markers, clock)
+    verifier = TransactionVerifier(node_id, partitions, transaction_coordinator, brokers.address,
+                                   connect, config["transaction.partition.verification.enable"])
     return BrokerServices(node_id, config, identity, brokers, partitions, flusher, producer_ids,
                           offsets_topic, group_coordinator, transaction_state_topic,
-                          transaction_coordinator)
+                          transaction_coordinator, verifier)

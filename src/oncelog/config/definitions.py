@@ -235,6 +235,10 @@ BROKER_CONFIGS = {d.name: d for d in (
               "min.insync.replicas of __transaction_state (at most its replicas).", minimum=1),
     ConfigDef("transaction.state.log.segment.bytes", _int, str(100 * 1024 * 1024),
               "Segment size of __transaction_state.", minimum=1024),
+    ConfigDef("transaction.partition.verification.enable", _bool, "true",
+              "Before a producer's first transactional batch in a partition, ask its "
+              "transaction coordinator whether the partition is in its ongoing transaction "
+              "(KIP-890): a late write cannot open a transaction nobody will end."),
 )}
 
 # Topic configs that have no broker-level counterpart.

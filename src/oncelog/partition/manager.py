@@ -334,6 +334,20 @@ class PartitionManager:
             return None, []
         return record, self.store.partition_states(name, record.partitions)
 
+    async def partition_gone(self, name: str, index: int) -> bool:
+        """Whether the store says partition ``index`` of ``name`` does not exist: no such
+        topic, or one too small to have it. Asked of the store, not of this broker's view,
+        which may not have heard of a newer incarnation yet (what it reads is applied);
+        False when the store cannot be reached."""
+        try:
+            record, states = await self.calls(self._read_topic, name)
+        except StoreUnavailable:
+            return False
+        if record is None:
+            return True
+        self.apply_topic(record, states)
+        return not 0 <= index < record.partitions
+
     async def known_topic(self, name: str) -> Topic:
         """The topic, asking the store for it if this broker has not heard of it yet;
         UNKNOWN_TOPIC_OR_PARTITION if the store has not either."""

@@ -26,8 +26,13 @@ Invariants (asserted): log_start_offset <= last_stable_offset <= high_watermark 
 log_end_offset; the leader is in its ISR; the ISR is a subset of the replicas.
 
 Transactions (KIP-98): transactional batches are appended like idempotent ones (same
-checks; whether the partition was added to the transaction is the produce handler's
-check); the first one of a producer opens a transaction here at its offset. The
+checks); the first one of a producer opens a transaction here at its offset. Before that
+first one, the transaction's coordinator must confirm that this partition is in the
+producer's ongoing transaction (KIP-890, asked by the produce handler through
+``coordinator.transaction.verification``): the producer's batches wait meanwhile, in the
+order they came (``append_when_verified``), and are appended when the answer comes
+(``verified``) - unless a marker for that producer was written here in between, which ended
+the transaction the answer was about (Kafka's verification guard). The
 transaction coordinator ends it with ``write_txn_marker``: a control batch (COMMIT or
 ABORT) in Kafka's format; an ABORT adds an entry to the marker's segment's ``.txnindex``,
 which ``aborted_transactions`` reads for ``read_committed`` fetches. Followers apply markers
@@ -63,7 +68,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
@@ -226,6 +231,8 @@ class Partition:
         self._data_waiters: dict[asyncio.Future[None], None] = {}
         self._acks_waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = []
         self.producer_state = ProducerStateManager(f"{topic}-{index}")
+        # producer id -> its batches waiting for its coordinator's word (KIP-890)
+        self._verifying: dict[int, _Verification] = {}
         self._load_producer_state(rebuild_txn_index_from=log.txn_index_rebuild_from)
         self._load_epoch_cache()
         log.on_roll = self._snapshot_at_roll
@@ -313,6 +320,60 @@ class Partition:
         buffer = records if type(records) is bytearray else bytearray(records)
         return self._append(buffer, origin)
 
+    # -- KIP-890: a producer's first transactional batch waits for its coordinator ---------
+
+    def needs_verification(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether a transactional batch of this producer must wait for its coordinator to
+        confirm that this partition is in its ongoing transaction: unless a transaction of
+        this producer and epoch is open here already, or while earlier batches of the
+        producer wait for that answer (this one queues behind them)."""
+        if producer_id in self._verifying:
+            return True
+        entry = self.producer_state.producers.get(producer_id)
+        return (entry is None or entry.current_txn_first_offset is None
+                or entry.producer_epoch != producer_epoch)
+
+    def is_verifying(self, producer_id: int) -> bool:
+        return producer_id in self._verifying
+
+    def append_when_verified(self, records: bytearray, required_acks: int, producer_id: int
+                             ) -> tuple[asyncio.Future[AppendInfo], bool]:
+        """Queue a transactional batch until ``verified(producer_id, ...)``; returns the
+        future of its append and whether it is the first one waiting (whose verification
+        the caller starts)."""
+        future: asyncio.Future[AppendInfo] = asyncio.get_running_loop().create_future()
+        pending = self._verifying.get(producer_id)
+        first = pending is None
+        if pending is None:
+            pending = self._verifying[producer_id] = _Verification()
+        pending.batches.append((records, required_acks, future))
+        return future, first
+
+    def verified(self, producer_id: int, code: ErrorCode, message: str | None = None) -> None:
+        """The coordinator's answer for ``producer_id``'s waiting batches: with NONE they
+        are appended now, in the order they came (each may still fail as any append may);
+        otherwise, or when a marker for the producer was written here meanwhile
+        (INVALID_TXN_STATE: the transaction the answer was about has ended), none is."""
+        pending = self._verifying.pop(producer_id, None)
+        if pending is None:
+            return
+        if code is ErrorCode.NONE and pending.ended:
+            code, message = ErrorCode.INVALID_TXN_STATE, (
+                f"{self}: producer {producer_id}'s transaction ended while this partition was "
+                "being verified as part of it")
+        elif code is ErrorCode.NONE and self.removed:
+            code, message = ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self}: no longer hosted here"
+        for records, required_acks, future in pending.batches:
+            if future.done():
+                continue
+            if code is not ErrorCode.NONE:
+                future.set_exception(KafkaError(code, message or code.name))
+                continue
+            try:
+                future.set_result(self.append_records(records, required_acks=required_acks))
+            except KafkaError as error:
+                future.set_exception(error)
+
     def write_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                          coordinator_epoch: int, *, required_acks: int = -1) -> AppendInfo:
         """End ``producer_id``'s transaction on this partition (leader only): append one
@@ -337,6 +398,9 @@ class Partition:
         buffer = bytearray(control_records.encode_marker(producer_id, producer_epoch, commit,
                                                          coordinator_epoch, now))
         info = self._append(buffer, AppendOrigin.COORDINATOR, now)
+        pending = self._verifying.get(producer_id)
+        if pending is not None:  # Kafka's verification guard: the answer is about the past
+            pending.ended = True
         log.debug("%s: %s marker for producer %d epoch %d at offset %d", self,
                   "COMMIT" if commit else "ABORT", producer_id, producer_epoch,
                   info.base_offset)
@@ -941,6 +1005,15 @@ class Partition:
         self._wake_fetchers()
         self._complete_acks_waiters(lost_leadership=True)
         self.log.delete()
+
+
+@dataclass(slots=True)
+class _Verification:
+    """A producer's transactional batches waiting for its coordinator's word, in arrival
+    order, each with its acks and the future of its append."""
+    batches: list[tuple[bytearray, int, asyncio.Future[AppendInfo]]] = field(
+        default_factory=list)
+    ended: bool = False  # a marker for the producer was written here meanwhile
 
 
 def _aborted_entry(completed: CompletedTxn) -> AbortedTxn:

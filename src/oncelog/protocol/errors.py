@@ -123,6 +123,7 @@ class ErrorCode(IntEnum):
     FETCH_SESSION_TOPIC_ID_ERROR = 106
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
+    TRANSACTION_ABORTABLE = 120  # KIP-890: AddPartitionsToTxn v5 (broker to broker)
 
     @property
     def retriable(self) -> bool:

@@ -80,3 +80,43 @@ def test_a_retriable_answer_is_retried_until_the_marker_is_written():
                                    codes=[ErrorCode.NOT_LEADER_OR_FOLLOWER])
     asyncio.run(markers.write_all([("orders", 0)], 7, 3, True, 5, lambda: True))
     assert len(clients[0].requests) == 2
+
+
+def _manager(tmp_path):
+    from oncelog.config import BrokerConfig
+    from oncelog.controller import LocalMetadataStore
+    from oncelog.partition import PartitionManager
+    from tests.fake_clock import FakeClock
+    config = BrokerConfig({"log.dirs": str(tmp_path / "data")})
+    return PartitionManager(config, LocalMetadataStore(tmp_path / "store"), FakeClock(),
+                            node_id=1)
+
+
+def test_a_marker_for_a_topic_this_broker_has_not_heard_of_yet_is_written_not_dropped(
+        tmp_path):
+    """Found by the simulation (seed 4710): a topic deleted and created again while the
+    coordinator's broker was cut off from ZooKeeper; the transaction's batch went into the
+    new topic, and the coordinator - not knowing the new topic yet - took "unknown topic"
+    for "deleted" and dropped the marker. The transaction stayed open in the partition for
+    good. The coordinator now asks the store before it gives a marker up."""
+    from oncelog.controller import PartitionState, TopicRecord
+    partitions = _manager(tmp_path)
+    # another broker created it, led by broker 2; this one has not read it yet
+    partitions.store.create_topic(TopicRecord("orders", "id-1", 1, assignment=[[2]]),
+                                  [PartitionState(2, 0, (2,))])
+    assert "orders" not in partitions.topics
+    markers, clients = markers_for(partitions, {2: ("h", 1)})
+    asyncio.run(markers.write_all([("orders", 0)], 7, 3, True, 5, lambda: True))
+    [client] = clients
+    [request] = client.requests
+    assert [(t.name, t.partition_indexes) for t in request.markers[0].topics] == [
+        ("orders", [0])]
+    assert partitions.topics["orders"].states[0].leader == 2  # read from the store
+
+
+def test_a_marker_for_a_partition_the_store_does_not_have_is_given_up(tmp_path):
+    partitions = _manager(tmp_path)
+    markers, clients = markers_for(partitions, {2: ("h", 1)})
+    asyncio.run(asyncio.wait_for(
+        markers.write_all([("deleted", 0)], 7, 3, False, 5, lambda: True), 5))
+    assert clients == []

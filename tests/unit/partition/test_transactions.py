@@ -434,3 +434,55 @@ def test_a_marker_is_refused_below_min_insync_replicas(tmp_path):
     replicas.elect(1, isr=(1,))
     assert code_of(replicas.leader.write_txn_marker, 1, 0, True, 0) \
         == ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+# -- KIP-890: a producer's first transactional batch waits for its coordinator's word ------
+
+def _txn_batch(producer_id: int, sequence: int, value: bytes, epoch: int = 0) -> bytearray:
+    return bytearray(make_batch([value], producer_id=producer_id, producer_epoch=epoch,
+                                base_sequence=sequence, attributes=TXN))
+
+
+def test_batches_waiting_for_their_coordinator_are_appended_in_the_order_they_came(partition):
+    async def scenario():
+        assert partition.needs_verification(7, 0)  # no transaction of producer 7 open here
+        first, starts = partition.append_when_verified(_txn_batch(7, 0, b"a"), 1, 7)
+        second, again = partition.append_when_verified(_txn_batch(7, 1, b"b"), 1, 7)
+        assert (starts, again) == (True, False)  # one question for both
+        assert partition.needs_verification(7, 0)  # a third would queue behind them
+        assert partition.log_end_offset == 0  # nothing appended before the answer
+        partition.verified(7, ErrorCode.NONE)
+        return (await first).base_offset, (await second).base_offset
+    assert asyncio.run(scenario()) == (0, 1)
+    assert not partition.needs_verification(7, 0)  # its transaction is open here now
+    assert partition.needs_verification(7, 1)  # but not another epoch's
+
+
+def test_a_refused_verification_appends_none_of_the_waiting_batches(partition):
+    async def scenario():
+        first, _ = partition.append_when_verified(_txn_batch(7, 0, b"a"), 1, 7)
+        second, _ = partition.append_when_verified(_txn_batch(7, 1, b"b"), 1, 7)
+        partition.verified(7, ErrorCode.INVALID_TXN_STATE, "not in the transaction")
+        return [await asyncio.gather(first, second, return_exceptions=True)]
+    [outcomes] = asyncio.run(scenario())
+    assert [o.code for o in outcomes] == [ErrorCode.INVALID_TXN_STATE] * 2
+    assert partition.log_end_offset == 0
+
+
+def test_a_marker_written_while_the_coordinator_answers_voids_its_yes(partition):
+    """Kafka's verification guard: the coordinator said "in the transaction", but its marker
+    ended that transaction here before the answer came back - the late batch must not open
+    a new one."""
+    producer = Producer(partition, 7)
+    producer.send(b"in the transaction")
+    producer.abort()  # ends it; the producer's next batch needs a new question
+
+    async def scenario():
+        waiting, _ = partition.append_when_verified(_txn_batch(7, 1, b"late"), 1, 7)
+        partition.write_txn_marker(7, 0, False, 0)  # a retried marker, as the answer travels
+        partition.verified(7, ErrorCode.NONE)
+        return await asyncio.gather(waiting, return_exceptions=True)
+    [outcome] = asyncio.run(scenario())
+    assert isinstance(outcome, KafkaError) and outcome.code is ErrorCode.INVALID_TXN_STATE
+    assert partition.producer_state.ongoing_transactions == {}
+    assert partition.last_stable_offset == partition.high_watermark

@@ -401,6 +401,21 @@ def _offset_delete(v):
 
 def _add_partitions_to_txn(v):
     R = messages.AddPartitionsToTxnRequest
+    if v >= 4:  # the brokers' form (KIP-890): transactions, each maybe verify-only
+        T = R.AddPartitionsToTxnTransaction
+        request = R(transactions=[
+            T(transactional_id="app-1", producer_id=7, producer_epoch=2, verify_only=True,
+              topics=[T.AddPartitionsToTxnTopic(name="orders", partitions=[0, 3])]),
+            T(transactional_id="app-2", producer_id=8, producer_epoch=0, verify_only=False,
+              topics=[T.AddPartitionsToTxnTopic(name="refunds", partitions=[1])])])
+
+        def check_brokers(d):
+            assert [(t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only,
+                     [(topic.name, topic.partitions) for topic in t.topics])
+                    for t in d.transactions] == [
+                ("app-1", 7, 2, True, [("orders", [0, 3])]),
+                ("app-2", 8, 0, False, [("refunds", [1])])]
+        return request, check_brokers
     request = R(v3_and_below_transactional_id="app-1", v3_and_below_producer_id=7,
                 v3_and_below_producer_epoch=2, v3_and_below_topics=[
                     R.AddPartitionsToTxnTopic(name="orders", partitions=[0, 3])])

@@ -8,8 +8,13 @@ PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2) for an older epoch;
 INVALID_PRODUCER_ID_MAPPING for a producer id that is not the transactional id's. If any
 partition's topic is unknown, those get UNKNOWN_TOPIC_OR_PARTITION and the others
 OPERATION_NOT_ATTEMPTED, and nothing is added (as Kafka answers).
-Version notes: v2 knows PRODUCER_FENCED; v3 flexible; v4+ (batched, broker-to-broker
-verification of KIP-890) is not served.
+Version notes: v2 knows PRODUCER_FENCED; v3 flexible. v4 and v5 are the brokers' form
+(KIP-890): several transactions per request, each answered on its own; with ``verify_only``
+nothing is added, and each partition is answered whether it is in the producer's ongoing
+transaction (``TransactionCoordinator.verify_partitions``: NONE or TRANSACTION_ABORTABLE,
+which v4 answers as INVALID_TXN_STATE; or one code for the whole transaction:
+NOT_COORDINATOR, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS).
+Without it, the partitions are added as v3 adds them.
 """
 
 from __future__ import annotations
@@ -23,14 +28,22 @@ from ...protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnRe
 from ..context import RequestContext
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
-VERSIONS = range(0, 4)
+VERSIONS = range(0, 6)
 
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
+TransactionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+TransactionTopicResult = TransactionResult.AddPartitionsToTxnTopicResult
+TransactionPartitionResult = TransactionTopicResult.AddPartitionsToTxnPartitionResult
+Transaction = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
 
 
 async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest
                 ) -> AddPartitionsToTxnResponse:
+    if ctx.api_version >= 4:
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                          results_by_transaction=[
+            await _transaction(ctx, transaction) for transaction in request.transactions])
     wanted = {(topic.name, index) for topic in request.v3_and_below_topics
               for index in topic.partitions}
     unknown = {(topic, index) for topic, index in wanted if not _exists(ctx, topic, index)}
@@ -45,6 +58,39 @@ async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest
         code = as_client_knows(error.code, ctx.api_version, 2)
         return _response(request, lambda _: code)
     return _response(request, lambda _: ErrorCode.NONE)
+
+
+async def _transaction(ctx: RequestContext, transaction: Transaction) -> TransactionResult:
+    """One transaction of a broker's request (v4+)."""
+    wanted = [(topic.name, index) for topic in transaction.topics for index in topic.partitions]
+    coordinator = ctx.services.transaction_coordinator
+    codes: dict[tuple[str, int], ErrorCode]
+    if transaction.verify_only:
+        codes = coordinator.verify_partitions(transaction.transactional_id,
+                                              transaction.producer_id,
+                                              transaction.producer_epoch, wanted)
+    elif unknown := {p for p in wanted if not _exists(ctx, *p)}:
+        codes = {p: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if p in unknown
+                     else ErrorCode.OPERATION_NOT_ATTEMPTED) for p in wanted}
+    else:
+        try:
+            await coordinator.add_partitions(transaction.transactional_id,
+                                             transaction.producer_id,
+                                             transaction.producer_epoch, set(wanted))
+            code = ErrorCode.NONE
+        except KafkaError as error:
+            code = error.code
+        codes = {p: code for p in wanted}
+    if ctx.api_version < 5:  # TRANSACTION_ABORTABLE is v5's
+        codes = {p: (ErrorCode.INVALID_TXN_STATE if c is ErrorCode.TRANSACTION_ABORTABLE else c)
+                 for p, c in codes.items()}
+    by_topic: dict[str, list[TransactionPartitionResult]] = {}
+    for (topic, index), code in codes.items():
+        by_topic.setdefault(topic, []).append(
+            TransactionPartitionResult(partition_index=index, partition_error_code=code))
+    return TransactionResult(transactional_id=transaction.transactional_id, topic_results=[
+        TransactionTopicResult(name=topic, results_by_partition=results)
+        for topic, results in by_topic.items()])
 
 
 def _exists(ctx: RequestContext, topic: str, index: int) -> bool:
@@ -68,4 +114,7 @@ def _response(request: AddPartitionsToTxnRequest,
 
 def error_response(request: AddPartitionsToTxnRequest, code: ErrorCode, message: str | None
                   ) -> AddPartitionsToTxnResponse:
+    if request.transactions:  # v4+: the top-level code says it
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=code,
+                                          results_by_transaction=[])
     return _response(request, lambda _: code, code)

@@ -12,12 +12,18 @@ written, and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
 waiting; a wait longer than the request's ``timeout_ms`` is REQUEST_TIMED_OUT (the records
 may still be committed later, as in Kafka). Other acks values get INVALID_REQUIRED_ACKS.
 
-Transactional batches: the request must carry the transactional id, and the partition must
-be in that id's ongoing transaction when this broker coordinates it (INVALID_TXN_STATE
-otherwise; INVALID_PRODUCER_EPOCH for a fenced producer).
+Transactional batches: the request must carry the transactional id (INVALID_TXN_STATE
+otherwise). A producer's first transactional batch in a partition waits for its transaction
+coordinator to confirm that the partition is in the producer's ongoing transaction (KIP-890,
+``coordinator.transaction.verification``; at once when this broker coordinates the id):
+INVALID_TXN_STATE when it is not (a late write, after its transaction ended),
+INVALID_PRODUCER_EPOCH for a fenced producer, NOT_ENOUGH_REPLICAS (retried by every
+producer) when the coordinator cannot answer now.
 
 Ordering invariant: every append happens before this coroutine's first ``await`` (see
-``broker.server``), so pipelined requests append in the order they arrived.
+``broker.server``), so pipelined requests append in the order they arrived - except a batch
+that waits for its coordinator: it and the producer's later batches to that partition wait
+in the partition, in the order they came, and are appended together when the answer comes.
 Version notes: v8 adds per-partition error messages; v10 the current-leader and node-endpoint
 tagged fields (KIP-951), filled on NOT_LEADER_OR_FOLLOWER when this broker knows the leader
 and omitted otherwise (a default tagged field is never written). The response is built and
@@ -27,6 +33,7 @@ encoded by ``protocol.produce_response`` (plain objects, no codec: it is paid pe
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import cast
 
 from ...partition import Partition
@@ -35,6 +42,7 @@ from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol import produce_response
 from ...protocol.messages import ProduceRequest
+from ...storage import AppendInfo
 from ...protocol.produce_response import ProduceResponse
 from ..context import RequestContext
 
@@ -56,17 +64,30 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS,
                               f"acks={request.acks}; expected 0, 1 or -1")
     appended: list[tuple[PartitionResult, Partition, int | None]] = []
+    waiting: list[tuple[list[PartitionResult], int, Awaitable[_Appended]]] = []
     topics = []
     for topic_data in request.topic_data:
-        results = []
+        results: list[PartitionResult] = []
         for data in topic_data.partition_data:
-            result, partition, required_offset = _append(ctx, topic_data.name, data,
-                                                         request.acks, request.transactional_id)
-            results.append(result)
+            outcome = _append(ctx, topic_data.name, data, request.acks,
+                              request.transactional_id)
+            if isinstance(outcome, tuple):
+                result, partition, required_offset = outcome
+                results.append(result)
+                if partition is not None:
+                    appended.append((result, partition, required_offset))
+            else:  # waits for its transaction's coordinator: its place is kept
+                waiting.append((results, len(results), outcome))
+                results.append(_result(data.index, ErrorCode.NONE))
+        topics.append(TopicResult(name=topic_data.name, partition_responses=results))
+    # All appends are done (but those waiting for a coordinator); only now may this
+    # coroutine wait.
+    if waiting:
+        for (results, position, _), (result, partition, required_offset) in zip(
+                waiting, await asyncio.gather(*(w for _, _, w in waiting))):
+            results[position] = result
             if partition is not None:
                 appended.append((result, partition, required_offset))
-        topics.append(TopicResult(name=topic_data.name, partition_responses=results))
-    # All appends are done; only now may this coroutine wait.
     if request.acks == -1 and appended:
         waits = [_wait_for_acks(result, partition, required_offset, request.timeout_ms)
                  for result, partition, required_offset in appended
@@ -104,47 +125,93 @@ def _point_to_leaders(ctx: RequestContext, topics: list[TopicResult]
             for b in (ctx.services.brokers.live[n] for n in sorted(leaders))]
 
 
+# a partition's result, its replica when something was appended, and the offset acks=all
+# waits for (None: the high watermark is past it already)
+_Appended = tuple[PartitionResult, "Partition | None", "int | None"]
+
+
 def _append(ctx: RequestContext, topic: str, data: PartitionData, acks: int,
-            transactional_id: str | None) -> tuple[PartitionResult, Partition | None, int | None]:
+            transactional_id: str | None) -> _Appended | Awaitable[_Appended]:
+    """Append one partition's batch now, or - a producer's first transactional batch here -
+    once its coordinator has answered (an awaitable of the same)."""
     # a bytearray of their own (protocol.messages.bounded_decoder), patched and written as is
     records = cast("bytearray | None", data.records)
     try:
         partition = ctx.services.partitions.get_partition(topic, data.index)
-        _verify_transaction(ctx, transactional_id, topic, data.index, records)
+        waiting = _verify_transaction(ctx, transactional_id, partition, records, acks)
+        if waiting is not None:
+            return _appended_when_verified(partition, data.index, waiting)
         info = partition.append_records(records, required_acks=acks)
     except KafkaError as error:
         return _result(data.index, error.code, message=error.message), None, None
-    result = _result(data.index, ErrorCode.NONE, info.base_offset, partition.log_start_offset)
+    return _appended(partition, data.index, info)
+
+
+def _appended(partition: Partition, index: int, info: AppendInfo) -> _Appended:
+    result = _result(index, ErrorCode.NONE, info.base_offset, partition.log_start_offset)
     # acks=all waits until the HW passes the last offset (a retried batch's too)
     required_offset = info.last_offset + 1 if partition.high_watermark <= info.last_offset else None
     return result, partition, required_offset
 
 
-def _verify_transaction(ctx: RequestContext, transactional_id: str | None, topic: str,
-                        index: int, records: bytearray | None) -> None:
-    """A transactional batch must come with its transactional id and go to a partition
-    added to the producer's ongoing transaction (KIP-890's defence against a late write
-    landing in the next transaction); checked when this broker coordinates the id."""
+async def _appended_when_verified(partition: Partition, index: int,
+                                  waiting: asyncio.Future[AppendInfo]) -> _Appended:
+    try:
+        info = await waiting
+    except KafkaError as error:
+        return _result(index, error.code, message=error.message), None, None
+    return _appended(partition, index, info)
+
+
+def _verify_transaction(ctx: RequestContext, transactional_id: str | None,
+                        partition: Partition, records: bytearray | None, acks: int
+                        ) -> asyncio.Future[AppendInfo] | None:
+    """KIP-890: a transactional batch must come with its transactional id, and a
+    producer's first one in this partition must be in its ongoing transaction, as its
+    coordinator says. Returns None to append now (raises KafkaError not to), or the future
+    of an append that waits for the coordinator's answer."""
     if not records or len(records) < batches.HEADER_SIZE:
-        return  # append_records reports what is wrong with it
+        return None  # append_records reports what is wrong with it
     header = batches.parse_header(records)
     if not header.is_transactional:
-        return
+        return None
     if not transactional_id:
         raise KafkaError(ErrorCode.INVALID_TXN_STATE,
                          f"a transactional batch of producer {header.producer_id} without a "
                          "transactional id")
-    code = ctx.services.transaction_coordinator.verify_partition(
-        transactional_id, header.producer_id, header.producer_epoch, topic, index)
-    if code is ErrorCode.PRODUCER_FENCED:
-        raise KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH,  # what Produce answers it
-                         f"producer {header.producer_id} epoch {header.producer_epoch} was "
-                         f"fenced by a newer instance of {transactional_id!r}")
+    producer_id, epoch = header.producer_id, header.producer_epoch
+    if not partition.needs_verification(producer_id, epoch):
+        return None
+    verifier = ctx.services.transaction_verifier
+    where = (partition.topic, partition.index)
+    if verifier.is_local(transactional_id) and not partition.is_verifying(producer_id):
+        code = verifier.verify_here(transactional_id, producer_id, epoch, where)
+        if code is not ErrorCode.NONE:
+            raise KafkaError(code, _refusal(code, partition, transactional_id, producer_id,
+                                            epoch) or code.name)
+        return None
+    waiting, first = partition.append_when_verified(records, acks, producer_id)
+    if first:
+        answer = verifier.verify(transactional_id, producer_id, epoch, where)
+        answer.add_done_callback(lambda done: partition.verified(
+            producer_id, done.result(), _refusal(done.result(), partition, transactional_id,
+                                                 producer_id, epoch)))
+    return waiting
+
+
+def _refusal(code: ErrorCode, partition: Partition, transactional_id: str, producer_id: int,
+             epoch: int) -> str | None:
+    if code is ErrorCode.NONE:
+        return None
+    if code is ErrorCode.INVALID_PRODUCER_EPOCH:
+        return (f"producer {producer_id} epoch {epoch} is not {transactional_id!r}'s current "
+                "one: it was fenced")
     if code is ErrorCode.INVALID_PRODUCER_ID_MAPPING:
-        raise KafkaError(code, f"producer {header.producer_id} is not {transactional_id!r}'s")
-    if code is not ErrorCode.NONE:
-        raise KafkaError(code, f"{topic}-{index} is not in {transactional_id!r}'s "
-                               "ongoing transaction: AddPartitionsToTxn first")
+        return f"producer {producer_id} is not {transactional_id!r}'s"
+    if code is ErrorCode.INVALID_TXN_STATE:
+        return (f"{partition} is not in {transactional_id!r}'s ongoing transaction "
+                "(AddPartitionsToTxn first; or the transaction has ended)")
+    return f"{transactional_id!r}'s coordinator cannot say now ({code.name}); retry"
 
 
 async def _wait_for_acks(result: PartitionResult, partition: Partition, required_offset: int,

@@ -41,12 +41,8 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
     if not coordinator.is_coordinator_for(request.group_id or ""):
         return error_response(request, ErrorCode.NOT_COORDINATOR, None)
     index = coordinator.partition_for(request.group_id)
-    code = ctx.services.transaction_coordinator.verify_partition(
-        request.transactional_id, request.producer_id, request.producer_epoch, OFFSETS_TOPIC,
-        index)
+    code = _verify(ctx, request, index)
     if code is not ErrorCode.NONE:
-        if code is ErrorCode.PRODUCER_FENCED:
-            code = ErrorCode.INVALID_PRODUCER_EPOCH
         return error_response(request, code, None)
     results: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -70,6 +66,27 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
         if wait is not ErrorCode.NONE:
             results = {k: (wait if c is ErrorCode.NONE else c) for k, c in results.items()}
     return _response(request, lambda topic, partition: results[(topic, partition)])
+
+
+def _verify(ctx: RequestContext, request: TxnOffsetCommitRequest, index: int) -> ErrorCode:
+    """When this broker also coordinates the transactional id: the group's partition must
+    be in the producer's ongoing transaction, and the producer its current one."""
+    transactions = ctx.services.transaction_coordinator
+    if not request.transactional_id or not transactions.is_coordinator_for(
+            request.transactional_id):
+        return ErrorCode.NONE  # coordinated elsewhere: nothing to check here
+    code = transactions.verify_partitions(request.transactional_id, request.producer_id,
+                                          request.producer_epoch, [(OFFSETS_TOPIC, index)])
+    return _TXN_OFFSET_COMMIT_ANSWERS.get(code[(OFFSETS_TOPIC, index)],
+                                          code[(OFFSETS_TOPIC, index)])
+
+
+# how TxnOffsetCommit answers what verification found (the codes its clients know)
+_TXN_OFFSET_COMMIT_ANSWERS = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.INVALID_TXN_STATE,
+}
 
 
 def _response(request: TxnOffsetCommitRequest, code_of: Callable[[str, int], ErrorCode]

@@ -7,6 +7,9 @@ whose partition of ``__transaction_state`` it leads.
   transactions, expired ids; every change written and replicated before it is applied.
 - ``markers`` — ``TransactionMarkers``: the commit or abort marker written into every
   partition of a transaction, locally or with WriteTxnMarkers to its leader.
+- ``verification`` — ``TransactionVerifier`` (KIP-890): a partition leader asks the
+  transaction's coordinator, before a producer's first transactional batch, whether the
+  partition is in its ongoing transaction (AddPartitionsToTxn v5, ``verify_only``).
 - ``state`` — the states and the one table of allowed transitions (Kafka's
   ``TransactionState``); ``metadata`` — one transactional id's immutable state and every
   change to it.

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode, KafkaError
@@ -247,20 +247,37 @@ class TransactionCoordinator:
             if not handed_over:
                 lock.release()
 
-    def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                         topic: str, partition: int) -> ErrorCode:
-        """KIP-890's defence, for a transactional produce: the partition must be in the id's
-        ongoing transaction, and the producer its current one."""
-        if not transactional_id or not self.is_coordinator_for(transactional_id):
-            return ErrorCode.NONE  # coordinated elsewhere: nothing to check here
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[tuple[str, int]]
+                          ) -> dict[tuple[str, int], ErrorCode]:
+        """KIP-890's question, asked by a partition leader before it appends a producer's
+        first transactional batch (AddPartitionsToTxn v4+ with ``verify_only``, or in
+        process when this broker coordinates the id): is each partition in the id's ongoing
+        transaction, begun by this producer and epoch? Kafka's answers, in its order:
+        INVALID_REQUEST for an empty id, NOT_COORDINATOR, INVALID_PRODUCER_ID_MAPPING,
+        PRODUCER_FENCED for another epoch, CONCURRENT_TRANSACTIONS while the transaction is
+        being completed; then per partition NONE, or TRANSACTION_ABORTABLE when it is not in
+        an ongoing transaction (a write that came late, after its transaction ended)."""
+        wanted = list(partitions)
+
+        def every(code: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
+            return {partition: code for partition in wanted}
+
+        if not transactional_id:
+            return every(ErrorCode.INVALID_REQUEST)
+        if not self.is_coordinator_for(transactional_id):
+            return every(ErrorCode.NOT_COORDINATOR)
         meta = self.transactions.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if producer_epoch < meta.producer_epoch:
-            return ErrorCode.PRODUCER_FENCED
-        if meta.state is not S.ONGOING or (topic, partition) not in meta.partitions:
-            return ErrorCode.INVALID_TXN_STATE
-        return ErrorCode.NONE
+            return every(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if meta.producer_epoch != producer_epoch:
+            return every(ErrorCode.PRODUCER_FENCED)
+        if meta.state.is_preparing:
+            return every(ErrorCode.CONCURRENT_TRANSACTIONS)
+        ongoing = meta.state is S.ONGOING
+        return {partition: (ErrorCode.NONE if ongoing and partition in meta.partitions
+                            else ErrorCode.TRANSACTION_ABORTABLE)
+                for partition in wanted}
 
     # -- completion ------------------------------------------------------------------------
 
