@@ -134,6 +134,8 @@ class PartitionManager:
         self.flusher: Flusher | None = None
         # the brokers new replicas may be placed on (the broker sets it: live brokers)
         self.live_broker_ids: Callable[[], list[int]] = lambda: [self.node_id]
+        # a new topic's id (a random UUID; the simulation draws them from its seed)
+        self.new_topic_id: Callable[[], str] = new_topic_id
         self.topics: dict[str, Topic] = {}
         # name -> created_version of the last incarnation deleted: no read that old brings
         # it back
@@ -257,7 +259,7 @@ class PartitionManager:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(error)) from None
         if validate_only:
             return None
-        record = TopicRecord(name, new_topic_id(), num_partitions, configs, assignment)
+        record = TopicRecord(name, self.new_topic_id(), num_partitions, configs, assignment)
         states = [PartitionState(replicas[0], 0, tuple(replicas)) for replicas in assignment]
         try:
             record, states = await self._store(timeout_s, self.store.create_topic, record,

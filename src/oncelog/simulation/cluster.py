@@ -32,6 +32,7 @@ import logging
 import random
 import shutil
 import tempfile
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -356,6 +357,7 @@ class Node:
 
         self.partitions = PartitionManager(config, store, clock, self.node_id,
                                            lease=self.lease, calls=calls)
+        self.partitions.new_topic_id = world.new_topic_id  # a replay names the same ids
         self.brokers = LiveBrokers(monotonic=loop.time)
         self.partitions.live_broker_ids = lambda: sorted(self.brokers.live) if self.brokers \
             else [self.node_id]
@@ -551,6 +553,11 @@ class World:
     transactional: list[TransactionalProducer] = field(default_factory=list)
     transactions: list[Transaction] = field(default_factory=list)
     produced: int = 0
+    # topic ids, drawn apart from the schedule's random (so ids never shift the schedule)
+    ids: random.Random = field(default_factory=lambda: random.Random(0))
+
+    def new_topic_id(self) -> str:
+        return str(uuid.UUID(int=self.ids.getrandbits(128), version=4))
 
     @property
     def request_timeout_s(self) -> float:
@@ -586,7 +593,7 @@ class Simulation:
         self.loop.set_exception_handler(self._unhandled)
         self.world = World(seed, self.settings, self.directory, rng,
                            Network(rng, self.settings.latency_s, self.settings.drop_rate),
-                           MemoryZooKeeper(self.loop.time))
+                           MemoryZooKeeper(self.loop.time), ids=random.Random(seed))
         self.observer = Observer(self.world)
         self.world.observer = self.observer
 
