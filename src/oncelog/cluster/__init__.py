@@ -3,9 +3,10 @@
 - ``zookeeper_process`` — ``ZooKeeperProcess``: a real Apache ZooKeeper as a child process,
   standalone or one node of an ensemble.
 - ``zookeeper_ensemble`` — ``ZooKeeperEnsemble``: N such nodes (odd N) forming a quorum.
-- ``local`` — ``LocalCluster``: ZooKeeper (one node or an ensemble) and N broker processes, each with its own data
-  directory (``oncelog cluster start``, the cluster tests, ``oncelog verify --brokers``,
-  the benchmarks), with kill/pause/resume/restart of one broker for fault injection.
+- ``local`` — ``LocalCluster``: ZooKeeper (one node or an ensemble) and N broker processes,
+  each with its own data directory (``oncelog cluster start``, the cluster tests, ``oncelog
+  verify --brokers``, the benchmarks), with kill/pause/resume/restart of one broker for
+  fault injection.
 - ``control`` — ``cluster.json`` and the request files that ``oncelog cluster start``
   leaves in its data directory, so ``cluster restart-broker N`` and a second ``cluster
   start`` on the folder can find and talk to the running cluster.
