@@ -24,7 +24,11 @@ from kazoo.client import KazooClient
 
 from oncelog.cluster.local import LocalCluster
 from oncelog.cluster.zookeeper_ensemble import ZooKeeperEnsemble
+from oncelog.cluster.zookeeper_process import ZooKeeperStartError
+from oncelog.testing import cluster
+from oncelog.testing.broker import live_pids
 from tests.process_tree import running
+from tests.zookeeper_server import start_zookeeper_ensemble
 
 from .cluster_command import ClusterCommand, gone_within, oncelog
 from .helpers import FAST, admin, consume_all, create_topic, wait_until
@@ -43,7 +47,8 @@ def _kill_left(pids: list[int]) -> list[int]:
 
 @pytest.fixture
 def ensemble(tmp_path):
-    started = ZooKeeperEnsemble(tmp_path / "zookeeper", 3)
+    """A started 3-node ensemble; every node stopped by pid afterwards (SIGKILL if need be)."""
+    started = start_zookeeper_ensemble(tmp_path / "zookeeper")
     try:
         yield started
     finally:
@@ -77,8 +82,10 @@ def test_an_even_or_empty_ensemble_is_refused_before_anything_starts(tmp_path):
 
 def test_three_nodes_elect_one_leader_and_serve_every_write_on_every_node(ensemble):
     """Each node has its ``myid`` and the three ``server.N`` lines; ``start`` returns once
-    one leads and two follow; a write through the connect string is read on each node."""
-    ensemble.start()
+    one leads and two follow; a write through the connect string is read on each node.
+    Starting it again while it runs is refused (its pids would be lost)."""
+    with pytest.raises(ZooKeeperStartError, match="runs already"):
+        ensemble.start()
     modes = ensemble.modes()
     assert sorted(modes.values()) == ["follower", "follower", "leader"], modes
     assert len(ensemble.connect_string.split(",")) == 3
@@ -107,7 +114,6 @@ def test_three_nodes_elect_one_leader_and_serve_every_write_on_every_node(ensemb
 def test_a_minority_lost_keeps_the_quorum_and_the_leader_lost_is_replaced(ensemble):
     """kill -9 of a follower: the leader stays. kill -9 of the leader: the two left elect
     one of themselves; both killed nodes rejoin as followers on their ports."""
-    ensemble.start()
     leader = ensemble.leader()
     follower = ensemble.followers()[0]
     ensemble.kill(follower)
@@ -190,34 +196,42 @@ def test_brokers_on_an_ensemble_serve_and_a_lost_follower_changes_nothing(ensemb
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_brokers_serve_again_once_the_ensemble_replaced_its_leader(ensemble_cluster):
-    """The ZooKeeper leader is killed with kill -9: the two followers elect a new leader;
-    the brokers' sessions (2 s) live through the election or the brokers register again;
-    every broker is back, produce acks=all and CreateTopics succeed, nothing is lost."""
-    local = ensemble_cluster
-    create_topic(local, "orders")
-    before = [f"before-{i}".encode() for i in range(100)]
-    _produce(local.bootstrap, "orders", before)
+def test_brokers_serve_again_once_the_ensemble_replaced_its_leader(tmp_path):
+    """Through the test kit (``oncelog.testing.cluster(zookeepers=3)``): the ZooKeeper leader
+    is killed with kill -9; the two followers elect a new leader; the brokers' sessions (2 s)
+    live through the election or the brokers register again; every broker is back, produce
+    acks=all and CreateTopics succeed, nothing is lost; at the end no process of the kit's
+    is left."""
+    with cluster(brokers=3, data_dir=tmp_path / "kit", zookeepers=3) as kit:
+        local = kit.local
+        assert len(kit.pids()) == 6
+        create_topic(local, "orders")
+        before = [f"before-{i}".encode() for i in range(100)]
+        _produce(kit.bootstrap, "orders", before)
 
-    ensemble = local.ensemble
-    assert ensemble is not None
-    old_leader = ensemble.leader()
-    assert old_leader is not None
-    ensemble.kill(old_leader)
-    killed = time.monotonic()
-    elected_s = ensemble.wait_for_quorum(timeout_s=30)
-    assert ensemble.leader() not in (None, old_leader)
-    after = [f"after-{i}".encode() for i in range(100)]
-    _produce(local.bootstrap, "orders", after, timeout_s=60)
-    produce_s = time.monotonic() - killed
-    wait_until(lambda: _brokers_seen(local) == {1, 2, 3}, 30, "every broker registered")
-    create_s = _create(local, "created-after-the-election")
-    lost = [n for n in local.brokers if "session lost" in local.broker(n).log_text()]
-    print(f"ZooKeeper leader lost: new leader in {elected_s:.2f} s, 100 acks=all records "
-          f"acknowledged {produce_s:.2f} s after the kill, CreateTopics {create_s:.2f} s; "
-          f"brokers whose session expired: {lost or 'none'}")
-    assert consume_all(local, "orders", 200) == before + after
-    assert all(local.is_running(n) for n in local.brokers)
+        old_leader = kit.zookeeper_leader()
+        assert old_leader is not None
+        kit.kill_zookeeper(old_leader)
+        killed = time.monotonic()
+        elected_s = kit.ensemble.wait_for_quorum(timeout_s=30)
+        assert kit.zookeeper_leader() not in (None, old_leader)
+        after = [f"after-{i}".encode() for i in range(100)]
+        _produce(kit.bootstrap, "orders", after, timeout_s=60)
+        produce_s = time.monotonic() - killed
+        wait_until(lambda: _brokers_seen(local) == {1, 2, 3}, 30, "every broker registered")
+        create_s = _create(local, "created-after-the-election")
+        lost = [n for n in local.brokers if "session lost" in local.broker(n).log_text()]
+        print(f"ZooKeeper leader lost: new leader in {elected_s:.2f} s, 100 acks=all records "
+              f"acknowledged {produce_s:.2f} s after the kill, CreateTopics {create_s:.2f} s; "
+              f"brokers whose session expired: {lost or 'none'}")
+        assert consume_all(local, "orders", 200) == before + after
+        assert all(local.is_running(n) for n in local.brokers)
+        kit.start_zookeeper(old_leader)
+        assert kit.ensemble.modes()[old_leader] == "follower"
+        pids = kit.pids()
+        assert len(pids) == 6
+    assert gone_within(pids, 10) == []
+    assert not set(pids) & set(live_pids())
 
 
 def test_cluster_start_with_three_zookeepers_status_and_stop(tmp_path):

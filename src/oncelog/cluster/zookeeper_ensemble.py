@@ -111,6 +111,10 @@ class ZooKeeperEnsemble:
         and ``ZooKeeperStartError`` names the node and its log. Free ports can be taken by
         someone else before a node binds them: a node that exits while starting is retried
         twice with new ports for all."""
+        if any(self.is_running(server_id) for server_id in self.nodes):
+            # Building anew would lose the running nodes' pids: nothing could stop them.
+            raise ZooKeeperStartError(f"the ZooKeeper ensemble on {self.connect_string} runs "
+                                      f"already; stop it first")
         attempts = 3
         for attempt in range(attempts):
             self._build()
