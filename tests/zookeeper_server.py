@@ -21,11 +21,17 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from oncelog.cluster.zookeeper_ensemble import ZooKeeperEnsemble
 from oncelog.cluster.zookeeper_process import ZooKeeperProcess
 
 
 def start_zookeeper(directory: Path) -> ZooKeeperProcess:
     return ZooKeeperProcess(directory).start()
+
+
+def start_zookeeper_ensemble(directory: Path, nodes: int = 3) -> ZooKeeperEnsemble:
+    """``nodes`` ZooKeeper servers, started, once one leads and the others follow."""
+    return ZooKeeperEnsemble(directory, nodes).start()
 
 
 def fresh_chroot() -> str:

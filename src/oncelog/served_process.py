@@ -75,12 +75,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def listens_itself(pid: int, port: int) -> bool | None:
-    """Whether process ``pid`` holds a listening TCP socket on ``port``; None where /proc
-    cannot tell (not Linux)."""
+    """Whether process ``pid`` holds a listening TCP socket on ``port`` (in its own network
+    namespace); None where /proc cannot tell (not Linux)."""
     if not os.path.exists("/proc/net/tcp"):
         return None
     inodes: set[str] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):  # tcp6 is missing without IPv6
+    # The tables of ``pid``'s own network namespace: a server started inside another one
+    # (``ip netns exec``) listens where /proc/net/tcp, this process's view, does not look.
+    for table in (f"/proc/{pid}/net/tcp", f"/proc/{pid}/net/tcp6"):  # tcp6: not without IPv6
         try:
             with open(table) as lines:
                 next(lines)

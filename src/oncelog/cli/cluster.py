@@ -1,5 +1,6 @@
-"""``oncelog cluster start|restart-broker|status|acks-table``: a replicated cluster on one
-machine, one of its brokers restarted, its health, and the acks table.
+"""``oncelog cluster start|restart-broker|status|stop|acks-table``: a replicated cluster on one
+machine (on one ZooKeeper or an ensemble of 3, 5, ...), one of its brokers restarted, its
+health, stopping it from another terminal, and the acks table.
 
 ``cluster start`` owns the processes it starts: it supervises them until Ctrl-C, records
 them in ``<data-dir>/cluster.json``, and is the one that restarts a broker when ``cluster
@@ -9,6 +10,7 @@ restarted broker is stopped by Ctrl-C like the others and dies with the command.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -34,7 +36,10 @@ def cluster() -> None:
               help="Broker N listens on PORT+N-1 (0: free ports, the last run's when free).")
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="A broker config for every broker, e.g. --set min.insync.replicas=2.")
-def cluster_start(brokers, data_dir, first_port, settings) -> None:
+@click.option("--zookeepers", type=int, default=1, show_default=True, metavar="N",
+              callback=lambda _ctx, _param, value: _odd_count(value),
+              help="ZooKeeper nodes: 1 (standalone) or an ensemble of 3, 5, ... (odd).")
+def cluster_start(brokers, data_dir, first_port, settings, zookeepers) -> None:
     """Start ZooKeeper and BROKERS brokers on loopback; stop them all on Ctrl-C."""
     from ..cluster import control
     from ..cluster.local import LocalCluster
@@ -48,8 +53,9 @@ def cluster_start(brokers, data_dir, first_port, settings) -> None:
              [port if port and _free(port) else None
               for port in control.previous_ports(data_dir, brokers)])
     local = LocalCluster(data_dir, brokers, settings=dict(parse_pair(s) for s in settings),
-                         ports=ports)
-    click.echo(f"starting ZooKeeper and {brokers} brokers in {data_dir} ...")
+                         ports=ports, zookeepers=zookeepers)
+    what = "ZooKeeper" if zookeepers == 1 else f"a {zookeepers}-node ZooKeeper ensemble"
+    click.echo(f"starting {what} and {brokers} brokers in {data_dir} ...")
     try:
         local.start()
     except (ZooKeeperNotInstalled, ZooKeeperStartError) as error:
@@ -61,10 +67,18 @@ def cluster_start(brokers, data_dir, first_port, settings) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     try:
         control.write_state(data_dir, local)
-        zookeeper = local.zookeeper
-        assert zookeeper is not None  # started by local.start()
-        click.echo(f"zookeeper.connect={local.zookeeper_connect} (pid {zookeeper.pid}, "
-                   f"log {zookeeper.log_path})")
+        ensemble = local.ensemble
+        assert ensemble is not None  # started by local.start()
+        if zookeepers == 1:
+            zookeeper = ensemble.node(1)
+            click.echo(f"zookeeper.connect={local.zookeeper_connect} (pid {zookeeper.pid}, "
+                       f"log {zookeeper.log_path})")
+        else:
+            click.echo(f"zookeeper.connect={local.zookeeper_connect}")
+            for server_id, mode in ensemble.modes().items():
+                node = ensemble.node(server_id)
+                click.echo(f"zookeeper {server_id}: {node.connect_string} {mode} (pid "
+                           f"{node.pid}, log {node.log_path})")
         for node_id, process in local.brokers.items():
             click.echo(f"broker {node_id}: {process.bootstrap} (pid {process.pid}, log "
                        f"{process.log_path})")
@@ -76,6 +90,13 @@ def cluster_start(brokers, data_dir, first_port, settings) -> None:
         click.echo("stopping the cluster ...")
         local.stop()
         click.echo("stopped")
+
+
+def _odd_count(value: int) -> int:
+    if value < 1 or value % 2 == 0:
+        raise click.BadParameter(f"{value} is not an odd number of 1 or more: a ZooKeeper "
+                                 f"ensemble needs a majority, so 1, 3, 5, ... nodes")
+    return value
 
 
 def _free(port: int) -> bool:
@@ -93,9 +114,17 @@ def _supervise(local, data_dir, stop: list) -> None:
     ``cluster restart-broker`` asks for - here, so that they stay this command's children."""
     from ..cluster import control
     reported: set[int] = set()
+    zookeepers_reported: set[int] = set()
     while not stop:
         for request in control.pending_requests(data_dir):
             _restart(local, data_dir, request)
+        for server_id in local.ensemble.nodes if local.ensemble is not None else ():
+            if local.ensemble.is_running(server_id):
+                zookeepers_reported.discard(server_id)
+            elif server_id not in zookeepers_reported:
+                click.echo(f"oncelog: ZooKeeper node {server_id} exited; see "
+                           f"{local.ensemble.node(server_id).log_path}", err=True)
+                zookeepers_reported.add(server_id)
         for node_id in local.brokers:
             running = local.is_running(node_id)
             if not running and node_id not in reported:
@@ -165,8 +194,14 @@ def cluster_restart_broker(node_id, data_dir) -> None:
 
 @cluster.command("status")
 @bootstrap_option
-def cluster_status(bootstrap) -> None:
-    """Brokers, the controller, and partitions that are under-replicated or offline."""
+@click.option("--data-dir", type=user_path(file_okay=False),
+              default="oncelog-cluster", show_default=True,
+              help="The --data-dir of a running oncelog cluster start, whose ZooKeeper nodes "
+                   "are listed with their mode.")
+def cluster_status(bootstrap, data_dir) -> None:
+    """Brokers, the controller, and partitions that are under-replicated or offline; the
+    ZooKeeper nodes of the cluster that `oncelog cluster start` runs in --data-dir, with
+    their mode (leader, follower, standalone)."""
     from ..client.metadata import fetch_metadata
     try:
         metadata = fetch_metadata(bootstrap)
@@ -175,6 +210,7 @@ def cluster_status(bootstrap) -> None:
     click.echo(f"cluster {metadata.cluster_id}, controller {metadata.controller_id}")
     for broker in sorted(metadata.brokers, key=lambda b: b.node_id):
         click.echo(f"broker {broker.node_id}\t{broker.host}:{broker.port}")
+    _zookeeper_status(data_dir)
     under, offline, total = [], [], 0
     for topic in sorted(metadata.topics, key=lambda t: t.name):
         for partition in sorted(topic.partitions, key=lambda p: p.partition_index):
@@ -192,6 +228,56 @@ def cluster_status(bootstrap) -> None:
                        f"isr {list(partition.isr_nodes)}")
     if offline:
         sys.exit(2)
+
+
+def _zookeeper_status(data_dir) -> None:
+    """One line per ZooKeeper node of the cluster running in ``data_dir`` (none when none
+    runs there): its address and what its ``srvr`` says."""
+    from ..cluster import control
+    from ..cluster.zookeeper_process import MODE, four_letter_word
+    if control.running_owner(data_dir) is None:
+        return
+    for server_id, node in sorted(control.zookeeper_nodes(data_dir).items()):
+        address = str(node.get("address", ""))
+        host, _, port = address.rpartition(":")
+        try:
+            found = MODE.search(four_letter_word(host, int(port), "srvr", timeout_s=2.0))
+            mode = found[1] if found else "not serving"
+        except (OSError, ValueError):
+            mode = "unreachable"
+        click.echo(f"zookeeper {server_id}\t{address}\t{mode}")
+
+
+@cluster.command("stop")
+@click.option("--data-dir", type=user_path(file_okay=False),
+              default="oncelog-cluster", show_default=True,
+              help="The --data-dir of the running oncelog cluster start.")
+def cluster_stop(data_dir) -> None:
+    """Stop the cluster that `oncelog cluster start` runs in --data-dir, as Ctrl-C in its
+    terminal would: brokers first (controlled shutdown), then ZooKeeper."""
+    from ..cluster import control
+    state = control.read_state(data_dir)
+    if state is None:
+        raise Failure(f"no cluster was started in {data_dir} (no {control.STATE_FILE}); "
+                      f"nothing to stop")
+    owner = control.running_owner(data_dir)
+    if owner is None:
+        raise Failure(f"the cluster in {data_dir} is not running (its oncelog cluster start "
+                      f"has exited)")
+    started = (state.get("owner") or {}).get("started")
+    try:
+        os.kill(owner, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    if not control.wait_for_exit(owner, started, STOP_TIMEOUT_S):
+        raise Failure(f"the oncelog cluster start running the cluster in {data_dir} (pid "
+                      f"{owner}) did not stop within {STOP_TIMEOUT_S:g} s; its terminal may "
+                      f"say why")
+    click.echo(f"stopped the cluster in {data_dir} (oncelog cluster start, pid {owner})")
+
+
+# Brokers shut down with a controlled shutdown each (leaderships moved), then ZooKeeper.
+STOP_TIMEOUT_S = 120.0
 
 
 @cluster.command("acks-table")

@@ -1,9 +1,12 @@
-"""Running a cluster on one machine: a real ZooKeeper and N brokers on loopback.
+"""Running a cluster on one machine: a real ZooKeeper (or an ensemble) and N brokers on loopback.
 
-- ``zookeeper_process`` — ``ZooKeeperProcess``: a real Apache ZooKeeper as a child process.
-- ``local`` — ``LocalCluster``: ZooKeeper and N broker processes, each with its own data
-  directory (``oncelog cluster start``, the cluster tests, ``oncelog verify --brokers``,
-  the benchmarks), with kill/pause/resume/restart of one broker for fault injection.
+- ``zookeeper_process`` — ``ZooKeeperProcess``: a real Apache ZooKeeper as a child process,
+  standalone or one node of an ensemble.
+- ``zookeeper_ensemble`` — ``ZooKeeperEnsemble``: N such nodes (odd N) forming a quorum.
+- ``local`` — ``LocalCluster``: ZooKeeper (one node or an ensemble) and N broker processes,
+  each with its own data directory (``oncelog cluster start``, the cluster tests, ``oncelog
+  verify --brokers``, the benchmarks), with kill/pause/resume/restart of one broker for
+  fault injection.
 - ``control`` — ``cluster.json`` and the request files that ``oncelog cluster start``
   leaves in its data directory, so ``cluster restart-broker N`` and a second ``cluster
   start`` on the folder can find and talk to the running cluster.
@@ -11,8 +14,9 @@
   keeps when leaders die, measured on a 3-broker cluster.
 """
 
+from .zookeeper_ensemble import ZooKeeperEnsemble
 from .zookeeper_process import (ZooKeeperNotInstalled, ZooKeeperProcess, ZooKeeperStartError,
                                 four_letter_word)
 
-__all__ = ["ZooKeeperNotInstalled", "ZooKeeperProcess", "ZooKeeperStartError",
-           "four_letter_word"]
+__all__ = ["ZooKeeperEnsemble", "ZooKeeperNotInstalled", "ZooKeeperProcess",
+           "ZooKeeperStartError", "four_letter_word"]

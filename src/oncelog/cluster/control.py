@@ -2,11 +2,13 @@
 
 ``cluster.json``, the running cluster: the pid of the ``cluster start`` that owns it (with the
 time that process started, so a later process that reused the pid is not taken for it),
-ZooKeeper's address and pid, and per broker its pid, address, log and command line. It is
-written after the cluster started and after every change, atomically (a temporary file
-renamed over it), and read by:
+ZooKeeper's connect string and per node its address, pid and log, and per broker its pid,
+address, log and command line. It is written after the cluster started and after every
+change, atomically (a temporary file renamed over it), and read by:
 
 - ``cluster restart-broker N``, which asks the owner to restart broker N;
+- ``cluster status``, which asks each ZooKeeper node its mode (leader, follower, standalone);
+- ``cluster stop``, which asks the owner to stop (SIGTERM, as Ctrl-C) and waits until it has;
 - the next ``cluster start`` on the folder, which refuses to run while the owner lives (two
   ZooKeepers on one data directory would corrupt it), and with ``--port 0`` gives the brokers
   their last ports back when they are free: a broker back after a crash finds its previous
@@ -66,9 +68,11 @@ def write_state(data_dir: Path, local) -> None:
     """``local`` (a started ``LocalCluster``) as owned by this process."""
     state = {
         "owner": {"pid": os.getpid(), "started": process_start_time(os.getpid())},
-        "zookeeper": None if local.zookeeper is None else {
-            "connect": local.zookeeper_connect, "pid": local.zookeeper.pid,
-            "log": str(local.zookeeper.log_path)},
+        "zookeeper": None if local.ensemble is None else {
+            "connect": local.zookeeper_connect,
+            "nodes": {str(server_id): {"address": node.connect_string, "pid": node.pid,
+                                       "log": str(node.log_path)}
+                      for server_id, node in local.ensemble.nodes.items()}},
         "brokers": {str(node_id): {
             "pid": process.pid, "bootstrap": process.bootstrap, "port": process.port,
             "log": str(process.log_path), "command": process.command()}
@@ -91,6 +95,24 @@ def running_owner(data_dir: Path) -> int | None:
     state = read_state(data_dir)
     owner = (state or {}).get("owner") or {}
     return owner["pid"] if alive(owner.get("pid"), owner.get("started")) else None
+
+
+def zookeeper_nodes(data_dir: Path) -> dict[int, dict]:
+    """Per ZooKeeper node the cluster in ``data_dir`` started: its address, pid and log (none
+    when no cluster was started there, or it was given an ensemble of its own)."""
+    recorded = ((read_state(data_dir) or {}).get("zookeeper") or {}).get("nodes") or {}
+    return {int(server_id): node for server_id, node in recorded.items()
+            if str(server_id).isdigit()}
+
+
+def wait_for_exit(pid: int, started: int | None, timeout_s: float) -> bool:
+    """True once ``pid`` (the process that started at ``started``) is gone."""
+    deadline = time.monotonic() + timeout_s
+    while alive(pid, started):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def previous_ports(data_dir: Path, brokers: int) -> list[int | None]:

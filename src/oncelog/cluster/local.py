@@ -1,12 +1,14 @@
-"""A whole cluster on one machine: a ZooKeeper and N brokers on loopback, each a real process
-with its own data directory (``oncelog cluster start``, the cluster tests, the verifier's
-``--brokers`` and the benchmarks).
+"""A whole cluster on one machine: a ZooKeeper (or an ensemble of them) and N brokers on
+loopback, each a real process with its own data directory (``oncelog cluster start``, the
+cluster tests, the verifier's ``--brokers`` and the benchmarks).
 
 Broker ``n`` (1-based) gets ``node.id=n`` and ``<data-dir>/broker-n``; ZooKeeper keeps its
-data in ``<data-dir>/zookeeper`` unless an existing ensemble is given with
-``zookeeper_connect``. Every process is stopped by its pid in ``stop()`` (also as a context
-manager), gracefully first. ``kill``/``pause``/``resume``/``restart`` act on one broker, for
-fault injection.
+data in ``<data-dir>/zookeeper`` (with ``zookeepers=3``, an ensemble: ``zookeeper/node-N``
+per node, and every broker's ``zookeeper.connect`` lists all three) unless an existing
+ensemble is given with ``zookeeper_connect``. Every process is stopped by its pid in
+``stop()`` (also as a context manager), gracefully first, the brokers before ZooKeeper.
+``kill``/``pause``/``resume``/``restart`` act on one broker, for fault injection;
+``ensemble.kill(n)``/``ensemble.start_node(n)`` on one ZooKeeper node.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..broker.process import BrokerExited, BrokerProcess, exit_reason
+from .zookeeper_ensemble import ZooKeeperEnsemble
 from .zookeeper_process import ZooKeeperProcess
 
 CHROOT = "/oncelog"
@@ -30,15 +33,25 @@ class BrokerStartError(RuntimeError):
 class LocalCluster:
     def __init__(self, data_dir: Path, brokers: int = 3, *, zookeeper_connect: str | None = None,
                  settings: dict[str, str] | None = None, host: str = "127.0.0.1",
-                 ports: Sequence[int | None] | None = None) -> None:
+                 ports: Sequence[int | None] | None = None, zookeepers: int = 1) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
-        self.zookeeper: ZooKeeperProcess | None = None
+        # Checked now (ValueError), before anything starts: an odd count, 1 or more.
+        self.ensemble: ZooKeeperEnsemble | None = None if zookeeper_connect else \
+            ZooKeeperEnsemble(self.data_dir / "zookeeper", zookeepers, host=host)
         self.zookeeper_connect = zookeeper_connect
         self.settings = dict(settings or {})
         self.brokers: dict[int, BrokerProcess] = {}
         self._count = brokers
         self._ports = list(ports or [])
+
+    @property
+    def zookeeper(self) -> ZooKeeperProcess | None:
+        """The ZooKeeper this cluster started when it is a single one (None with an ensemble
+        of several nodes - see ``ensemble`` - or with ``zookeeper_connect``)."""
+        if self.ensemble is None or self.ensemble.count != 1 or not self.ensemble.nodes:
+            return None
+        return self.ensemble.nodes[1]
 
     @property
     def bootstrap(self) -> str:
@@ -49,10 +62,9 @@ class LocalCluster:
 
     def start(self, timeout_s: float = 60.0) -> LocalCluster:
         try:
-            if self.zookeeper_connect is None:
-                self.zookeeper = ZooKeeperProcess(self.data_dir / "zookeeper", host=self.host)
-                self.zookeeper.start()
-                self.zookeeper_connect = self.zookeeper.connect_string + CHROOT
+            if self.ensemble is not None:
+                self.ensemble.start()
+                self.zookeeper_connect = self.ensemble.connect_string + CHROOT
             for node_id in range(1, self._count + 1):
                 port = self._ports[node_id - 1] if node_id <= len(self._ports) else None
                 self.brokers[node_id] = self._broker_process(node_id, port)
@@ -148,8 +160,8 @@ class LocalCluster:
                     pass
         for process in self.brokers.values():
             process.stop()
-        if self.zookeeper is not None:
-            self.zookeeper.stop()
+        if self.ensemble is not None:
+            self.ensemble.stop()
 
     def __enter__(self) -> LocalCluster:
         return self.start()

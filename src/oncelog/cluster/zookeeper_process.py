@@ -25,6 +25,22 @@ an ``oncelog cluster start`` reaches that command, which stops its brokers first
 ZooKeeper last, instead of ZooKeeper dying under brokers still shutting down. A caller killed
 outright (``kill -9``) takes the server along: it is started tied to the caller
 (``served_process.tied_to_this_process``, Linux's parent-death signal).
+
+**One node of an ensemble.** Given ``server_id`` and ``quorum`` (every node's ``QuorumPeer``:
+``server.N=host:peer_port:election_port``), the process is one voting member instead:
+``QuorumPeerMain``, a ``myid`` file in its data directory, ``initLimit``/``syncLimit`` in
+ticks (5 s and 2 s at the default tick: short enough for tests, long enough for a JVM on a
+busy machine), and ``zookeeper.cnxTimeout`` at 1 s so an election does not wait 5 s on a
+peer that is unreachable rather than dead. ``ZooKeeperEnsemble``
+(``zookeeper_ensemble.py``) builds and runs such nodes; ``mode()`` says what ``srvr`` says
+(``standalone``, ``leader``, ``follower``; None while not serving).
+
+**Where it runs.** ``host`` is the address it binds and advertises (loopback by default);
+``command_prefix`` is put before the java command, e.g. ``["ip", "netns", "exec", "ns1"]``
+to run it inside a network namespace whose address is ``host``. A port not given is a free
+one on ``host`` when this process can bind that address, else ZooKeeper's usual one (2181,
+and 2888/3888 for an ensemble's peers): an address this process cannot bind belongs to
+another network namespace, whose ports are the node's own.
 """
 
 from __future__ import annotations
@@ -35,6 +51,8 @@ import shutil
 import signal
 import socket
 import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..served_process import ServedProcess, free_port, listens_itself, tied_to_this_process
@@ -42,6 +60,9 @@ from ..served_process import ServedProcess, free_port, listens_itself, tied_to_t
 JAR_DIRECTORIES = (Path("/usr/share/zookeeper"), Path("/usr/share/zookeeper/lib"),
                    Path("/usr/share/java"))
 SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
+QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+CLIENT_PORT, PEER_PORT, ELECTION_PORT = 2181, 2888, 3888  # ZooKeeper's usual ports
+MODE = re.compile(r"^Mode: (\w+)", re.MULTILINE)
 # zookeeper-3.8.4.jar, not zookeeper-jute-3.8.4.jar or zookeeper-prometheus-metrics-3.8.4.jar
 SERVER_JAR = re.compile(r"zookeeper(-\d[\w.-]*)?\.jar")
 
@@ -108,13 +129,37 @@ def four_letter_word(host: str, port: int, word: str = "srvr", timeout_s: float 
     return b"".join(chunks).decode(errors="replace")
 
 
+def port_on(host: str, default: int) -> int:
+    """A free port on ``host`` if this process can bind that address; else ``default`` (the
+    address is another network namespace's, where the node has every port to itself)."""
+    try:
+        return free_port(host)
+    except OSError:
+        return default
+
+
+@dataclass(frozen=True)
+class QuorumPeer:
+    """One voting member as every member's ``zoo.cfg`` names it."""
+    server_id: int
+    host: str
+    peer_port: int
+    election_port: int
+
+    def config_line(self) -> str:
+        return f"server.{self.server_id}={self.host}:{self.peer_port}:{self.election_port}"
+
+
 class ZooKeeperProcess(ServedProcess):
     NAME = "ZooKeeper"
     START_ERROR = ZooKeeperStartError
 
     def __init__(self, directory: Path, *, port: int | None = None, host: str = "127.0.0.1",
                  tick_time_ms: int = 100, max_session_timeout_ms: int = 60_000,
-                 log_path: Path | None = None, heap_mb: int = 256) -> None:
+                 log_path: Path | None = None, heap_mb: int = 256,
+                 command_prefix: Sequence[str] = (), server_id: int | None = None,
+                 quorum: Sequence[QuorumPeer] = (), init_limit_ticks: int = 50,
+                 sync_limit_ticks: int = 20) -> None:
         # Absolute: the server runs in ``directory`` and reads every path from there.
         self.directory = Path(directory).absolute()
         self.host = host
@@ -124,6 +169,13 @@ class ZooKeeperProcess(ServedProcess):
         self.max_session_timeout_ms = max_session_timeout_ms
         self.log_path = Path(log_path).absolute() if log_path else self.directory / "zookeeper.log"
         self.heap_mb = heap_mb
+        self.command_prefix = list(command_prefix)
+        assert (server_id is None) == (not quorum), "an ensemble node has an id and a quorum"
+        assert server_id is None or server_id in {peer.server_id for peer in quorum}
+        self.server_id = server_id
+        self.quorum = tuple(quorum)
+        self.init_limit_ticks = init_limit_ticks
+        self.sync_limit_ticks = sync_limit_ticks
         self.process: subprocess.Popen | None = None
 
     @property
@@ -142,16 +194,24 @@ class ZooKeeperProcess(ServedProcess):
         return self.directory / "zoo.cfg"
 
     def command(self) -> list[str]:
-        return [find_java(), f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC",
+        quorum_options = ["-Dzookeeper.cnxTimeout=1000"] if self.quorum else []
+        return [*self.command_prefix, find_java(), f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC",
                 "-XX:TieredStopAtLevel=1",  # starts faster; the server is not the bottleneck
                 "-Dorg.slf4j.simpleLogger.showDateTime=true",
                 "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss,SSS",
-                "-Dzookeeper.jmx.log4j.disable=true",
-                "-cp", os.pathsep.join(find_classpath()), SERVER_MAIN, str(self.config_path)]
+                "-Dzookeeper.jmx.log4j.disable=true", *quorum_options,
+                "-cp", os.pathsep.join(find_classpath()),
+                QUORUM_MAIN if self.quorum else SERVER_MAIN, str(self.config_path)]
 
     def write_config(self) -> None:
         data_dir = self.directory / "data"
         data_dir.mkdir(parents=True, exist_ok=True)
+        quorum_lines = []
+        if self.quorum:
+            (data_dir / "myid").write_text(f"{self.server_id}\n")
+            quorum_lines = [f"initLimit={self.init_limit_ticks}",
+                            f"syncLimit={self.sync_limit_ticks}",
+                            *(peer.config_line() for peer in self.quorum)]
         self.config_path.write_text("\n".join([
             "# written by oncelog.cluster.zookeeper_process; rewritten at every start",
             f"tickTime={self.tick_time_ms}",
@@ -165,22 +225,33 @@ class ZooKeeperProcess(ServedProcess):
             "4lw.commands.whitelist=*",
             "autopurge.snapRetainCount=3",
             "autopurge.purgeInterval=1",
+            *quorum_lines,
             "",
         ]))
 
-    def start(self, timeout_s: float = 30.0) -> ZooKeeperProcess:
+    def launch(self) -> subprocess.Popen:
+        """Write ``zoo.cfg`` and start the server, without waiting for it to serve (an
+        ensemble's node serves only once a quorum runs)."""
         command = self.command()  # ZooKeeperNotInstalled before anything is written
         self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = port_on(self.host, CLIENT_PORT)
+        self.write_config()
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(tied_to_this_process(command), stdout=log,
+                                            stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, cwd=self.directory,
+                                            start_new_session=True)
+        return self.process
+
+    def start(self, timeout_s: float = 30.0) -> ZooKeeperProcess:
+        self.command()  # ZooKeeperNotInstalled before anything is written
         attempts = 1 if self.requested_port else 3  # a free port can be taken before we bind
         for attempt in range(attempts):
             if not self.requested_port:
-                self.port = free_port(self.host)
-            self.write_config()
-            with open(self.log_path, "ab") as log:
-                self.process = subprocess.Popen(tied_to_this_process(command), stdout=log,
-                                                stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, cwd=self.directory,
-                                                start_new_session=True)
+                self.port = 0  # a new one
+            self.launch()
+            assert self.process is not None
             try:
                 if self.wait_ready(timeout_s):
                     return self
@@ -196,12 +267,18 @@ class ZooKeeperProcess(ServedProcess):
             self.process = None
         raise AssertionError("unreachable")
 
-    def is_serving(self) -> bool:
+    def mode(self) -> str | None:
+        """``standalone``, ``leader`` or ``follower`` (``srvr``'s "Mode:"); None while it
+        does not serve (not started, an ensemble without a quorum, an election)."""
         try:
-            # "Mode: standalone" only once it serves; before, "not currently serving requests"
-            if "Mode:" not in four_letter_word(self.host, self.port, "srvr", timeout_s=1.0):
-                return False
+            # "Mode: ..." only once it serves; before, "not currently serving requests"
+            found = MODE.search(four_letter_word(self.host, self.port, "srvr", timeout_s=1.0))
         except OSError:
+            return None
+        return found[1] if found else None
+
+    def is_serving(self) -> bool:
+        if self.mode() is None:
             return False
         # Another test's ZooKeeper may hold the port we were given (a restart on its old
         # port, a free port taken meanwhile): its answer is not ours.

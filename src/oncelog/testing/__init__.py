@@ -13,7 +13,7 @@
   Kafka-compatible broker (``oncelog.testing.wire``).
 - ``read_all`` and ``assert_delivered`` (``oncelog.testing.assertions``): the verifier's
   checker on a topic's contents, with its lost / duplicated / reordered report.
-- ``cluster()``: ZooKeeper and N brokers (``oncelog.testing.cluster``).
+- ``cluster()``: ZooKeeper (one, or an ensemble) and N brokers (``oncelog.testing.cluster``).
 - ``local_spark_session()`` and ``SparkDriver`` (``oncelog.testing.spark``): a local
   SparkSession with the ``oncelog`` source, and a streaming job run as a process group.
 - The pytest plugin (``oncelog.testing.plugin``, registered as ``oncelog`` through the

@@ -12,6 +12,11 @@ Process faults per broker (node ids 1..N): ``kill(n)``, ``restart(n)``, ``pause(
 ``c.kill(c.leader_of(topic, 0))`` fails a partition over. Timings are short (2 s ZooKeeper
 sessions and replica lag), so a failover takes seconds.
 
+``cluster(brokers=3, zookeepers=3)`` runs the brokers on a 3-node ZooKeeper ensemble
+(``oncelog.cluster.zookeeper_ensemble``); ``c.zookeeper_leader()`` names the node leading it,
+``c.kill_zookeeper(n)`` kills node n (kill -9) and ``c.start_zookeeper(n)`` starts it again,
+so a test can take a minority of the ensemble away, or its leader.
+
 Without Java or ZooKeeper, ``start()`` raises ``ClusterUnavailable`` with one line saying
 what to install; the pytest fixture fails with that line (it does not skip).
 """
@@ -32,6 +37,7 @@ from .broker import FAST_SETTINGS, _track, _untrack, _WireFaultMethods, unique_n
 
 if TYPE_CHECKING:
     from ..broker.process import BrokerProcess
+    from ..cluster.zookeeper_ensemble import ZooKeeperEnsemble
     from ..cluster.zookeeper_process import ZooKeeperProcess
     from .wire import WireProxy
 
@@ -58,9 +64,10 @@ class ClusterUnavailable(RuntimeError):
 
 class Cluster(_WireFaultMethods):
     def __init__(self, data_dir: Path, brokers: int = 3, *,
-                 settings: dict[str, str] | None = None) -> None:
+                 settings: dict[str, str] | None = None, zookeepers: int = 1) -> None:
         self.local = LocalCluster(Path(data_dir), brokers,
-                                  settings={**CLUSTER_SETTINGS, **(settings or {})})
+                                  settings={**CLUSTER_SETTINGS, **(settings or {})},
+                                  zookeepers=zookeepers)
         from .wire import WireFaults
         self.faults = WireFaults()
         self._addresses: dict[tuple[str, int], tuple[str, int]] = {}
@@ -82,10 +89,11 @@ class Cluster(_WireFaultMethods):
         return self.local.broker(node_id).pid
 
     def pids(self) -> list[int]:
-        processes: list[BrokerProcess | ZooKeeperProcess] = list(self.local.brokers.values())
-        if self.local.zookeeper is not None:
-            processes.append(self.local.zookeeper)
-        return [process.pid for process in processes if process.pid is not None]
+        return [process.pid for process in self._processes() if process.pid is not None]
+
+    def _processes(self) -> list[BrokerProcess | ZooKeeperProcess]:
+        zookeepers = list(self.local.ensemble.nodes.values()) if self.local.ensemble else []
+        return [*self.local.brokers.values(), *zookeepers]
 
     def start(self, timeout_s: float = 60.0) -> Cluster:
         try:
@@ -108,15 +116,16 @@ class Cluster(_WireFaultMethods):
         return self
 
     def _track_all(self) -> None:
-        for process in [self.local.zookeeper, *self.local.brokers.values()]:
-            if process is not None and process.process is not None:
+        for process in self._processes():
+            if process.process is not None:
                 _track(process)
 
     def close(self) -> None:
         for proxy in self.proxies.values():
             proxy.stop()
+        pids = self.pids()
         self.local.stop()  # resumes paused brokers, stops brokers, then ZooKeeper
-        for pid in self.pids():
+        for pid in pids:
             _untrack(pid)
 
     def __enter__(self) -> Cluster:
@@ -145,6 +154,29 @@ class Cluster(_WireFaultMethods):
 
     def is_running(self, node_id: int) -> bool:
         return self.local.is_running(node_id)
+
+    # -- ZooKeeper faults (an ensemble's nodes, 1..zookeepers) ---------------------------------
+
+    @property
+    def ensemble(self) -> ZooKeeperEnsemble:
+        assert self.local.ensemble is not None, "the cluster started its own ZooKeeper"
+        return self.local.ensemble
+
+    def zookeeper_leader(self) -> int | None:
+        """The ZooKeeper node leading the ensemble now (the only one, without an ensemble)."""
+        return self.ensemble.leader()
+
+    def kill_zookeeper(self, server_id: int) -> None:
+        """kill -9 of ZooKeeper node ``server_id``."""
+        node = self.ensemble.node(server_id)
+        pid = node.pid
+        node.kill()
+        _untrack(pid)
+
+    def start_zookeeper(self, server_id: int, timeout_s: float = 30.0) -> None:
+        """ZooKeeper node ``server_id`` started again on its ports; back once it serves."""
+        self.ensemble.start_node(server_id, timeout_s)
+        _track(self.ensemble.node(server_id))
 
     def _paused(self, node_id: int) -> bool:
         try:
@@ -207,11 +239,12 @@ class Cluster(_WireFaultMethods):
 
 @contextlib.contextmanager
 def cluster(brokers: int = 3, data_dir: Path | str | None = None, *,
-            settings: dict[str, str] | None = None) -> Iterator[Cluster]:
-    """ZooKeeper and ``brokers`` brokers for the ``with`` block (data in ``data_dir``, or a
-    temporary directory removed afterwards), every process stopped by pid after it."""
+            settings: dict[str, str] | None = None, zookeepers: int = 1) -> Iterator[Cluster]:
+    """ZooKeeper (``zookeepers`` nodes: 1, or an ensemble of 3, 5, ...) and ``brokers``
+    brokers for the ``with`` block (data in ``data_dir``, or a temporary directory removed
+    afterwards), every process stopped by pid after it."""
     directory = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="oncelog-cluster-"))
-    started = Cluster(directory, brokers, settings=settings)
+    started = Cluster(directory, brokers, settings=settings, zookeepers=zookeepers)
     try:
         started.start()
         yield started
