@@ -401,24 +401,36 @@ class IsolatedNetwork:
             relay = NamespaceRelay(namespace, address, seed=self.seed + len(self._relays))
             self._relay_loop.call(relay.start)
             self._relays[node] = relay
-        if node in self._relays:
-            table: dict[str | None, tuple[float, float]] = {}
-            for spec in specs:
-                table[spec.target] = max(table.get(spec.target, (0.0, 0.0)),
-                                         (spec.delay_ms, spec.jitter_ms))
-            self._relays[node].delays = table  # live connections follow it (0 once healed)
-        ruleset = self._delay_ruleset(node, specs)
-        if ruleset == self._delay_rules.get(node, ""):
+            chains = "".join(f"  chain {hook} {{\n    type nat hook {hook} priority -100; "
+                             "policy accept;\n  }\n" for hook in ("output", "prerouting"))
+            # a rule that reads conntrack, never flushed: the namespace keeps tracking (and
+            # translating) connections when the last dnat rule goes (see below)
+            tracking = ("  chain tracking {\n    type filter hook output priority 0; "
+                        "policy accept;\n    ct state invalid counter\n  }\n")
+            _run([*self.exec_prefix(node), "nft", "-f", "-"],
+                 f"table ip {DELAY_TABLE} {{\n{chains}{tracking}}}\n")
+        if node not in self._relays:
             return
-        script = f"table ip {DELAY_TABLE}\ndelete table ip {DELAY_TABLE}\n{ruleset}"
-        _run([*self.exec_prefix(node), "nft", "-f", "-"], script)
-        self._delay_rules[node] = ruleset
+        table: dict[str | None, tuple[float, float]] = {}
+        for spec in specs:
+            table[spec.target] = max(table.get(spec.target, (0.0, 0.0)),
+                                     (spec.delay_ms, spec.jitter_ms))
+        self._relays[node].delays = table  # live connections follow it (0 once healed)
+        script = self._delay_rules_script(node, specs)
+        if script != self._delay_rules.get(node):
+            _run([*self.exec_prefix(node), "nft", "-f", "-"], script)
+            self._delay_rules[node] = script
 
-    def _delay_ruleset(self, node: str, specs: list[DelaySpec]) -> str:
-        if not specs:
-            return ""
+    def _delay_rules_script(self, node: str, specs: list[DelaySpec]) -> str:
+        """The rules of a node's nat table, replaced in one transaction. The table stays from
+        the relay's start to ``destroy``, with its ``tracking`` chain: a namespace's conntrack
+        runs only while some rule or chain uses it, and when the last ``dnat`` rule went the
+        connections already relayed were no longer translated and were reset (measured)."""
         address = self.address(node)
-        relay = f"meta l4proto tcp dnat to {address}:{self._relays[node].port}"
+        # only a connection's first SYN: a connection opened before the table existed was not
+        # tracked, and its next segment, seen as new, must not be sent to the relay (reset)
+        relay = (f"tcp flags & (syn | ack) == syn "
+                 f"dnat to {address}:{self._relays[node].port}")
         output = [f"meta mark {RELAY_MARK:#x} return"]
         prerouting = []
         for spec in specs:
@@ -427,12 +439,11 @@ class IsolatedNetwork:
                 prerouting.append(f'iifname "eth0" {relay}')
             else:
                 output.append(f"ip daddr {spec.target} {relay}")
-        chains = [("output", output)] + ([("prerouting", prerouting)] if prerouting else [])
-        body = "".join(
-            f"  chain {hook} {{\n    type nat hook {hook} priority -100; policy accept;\n"
-            + "".join(f"    {rule}\n" for rule in rules) + "  }\n"
-            for hook, rules in chains)
-        return f"table ip {DELAY_TABLE} {{\n{body}}}\n"
+        lines = []
+        for hook, rules in (("output", output), ("prerouting", prerouting)):
+            lines.append(f"flush chain ip {DELAY_TABLE} {hook}")
+            lines += [f"add rule ip {DELAY_TABLE} {hook} {rule}" for rule in rules]
+        return "\n".join(lines) + "\n"
 
 
 def _existing_names() -> tuple[set[str], set[str], set[str]]:
