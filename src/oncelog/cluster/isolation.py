@@ -142,9 +142,7 @@ class IsolatedNetwork:
         self.subnet = ipaddress.ip_network(subnet)
         if self.subnet.version != 4 or self.subnet.num_addresses < 4:
             raise ValueError(f"subnet {subnet}: an IPv4 network of at least 4 addresses")
-        hosts = self.subnet.hosts()
-        self.bridge_address = str(next(hosts))
-        self._free_addresses = hosts
+        self.bridge_address = str(self.subnet.network_address + 1)
         self.bridge = f"{name_prefix}br"
         self.faults_table = f"{name_prefix}_faults"
         self.seed = seed
@@ -209,7 +207,7 @@ class IsolatedNetwork:
         self._created.append(("table", self.faults_table))
 
     def _create_node(self, index: int, node: str) -> None:
-        address = str(next(self._free_addresses))
+        address = str(self.subnet.network_address + 2 + index)
         namespace = f"{self.prefix}-{node}"
         veth = f"{self.prefix}v{index}"
         _run(["ip", "netns", "add", namespace])
@@ -230,10 +228,15 @@ class IsolatedNetwork:
     def destroy(self) -> None:
         """Remove every namespace, interface, table and relay this network created, by name;
         a name already gone is skipped, so a second call does nothing."""
-        for relay in self._relays.values():
-            self._relay_loop.call(relay.close)
-        self._relays.clear()
-        self._relay_loop.close()
+        try:
+            for relay in self._relays.values():
+                self._relay_loop.call(relay.close)
+        finally:
+            self._relays.clear()
+            self._relay_loop.close()
+            self._remove_created()
+
+    def _remove_created(self) -> None:
         namespaces, links, tables = _existing_names()
         for kind, name in reversed(self._created):
             if kind == "netns" and name in namespaces:
