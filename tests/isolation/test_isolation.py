@@ -113,7 +113,7 @@ def test_slow_delays_each_chunk_both_ways_keeps_order_and_heals(network, echo_se
     echo_servers(network, "b")
     before, _ = open_connection(network, "b", from_node="a")
     baseline_ms = min(round_trip_ms(before) for _ in range(5))
-    assert baseline_ms < 50
+    assert baseline_ms < 80
 
     fault = network.slow("a", "b", delay_ms=100, jitter_ms=20)
     assert str(fault) == "slow a <-> b: 100±20 ms"
@@ -126,17 +126,17 @@ def test_slow_delays_each_chunk_both_ways_keeps_order_and_heals(network, echo_se
     payload = b"".join(b"%06d\n" % number for number in range(20000))  # 140 kB, many chunks
     slowed.settimeout(10)
     assert round_trip_ms(slowed, payload) >= 100  # order checked by the byte comparison
-    assert round_trip_ms(before) < 50  # a connection opened before keeps its direct path
+    assert round_trip_ms(before) < 80  # a connection opened before keeps its direct path
     c_to_b, _ = open_connection(network, "b", from_node="c")
     with c_to_b:
-        assert round_trip_ms(c_to_b) < 50
+        assert round_trip_ms(c_to_b) < 80
 
     network.heal()
     with slowed, before:
-        assert round_trip_ms(slowed) < 50  # relayed, now without delay
+        assert round_trip_ms(slowed) < 80  # relayed, now without delay
     after, _ = open_connection(network, "b", from_node="a")
     with after:
-        assert round_trip_ms(after) < 50
+        assert round_trip_ms(after) < 80
 
 
 def test_slow_node_delays_what_clients_send_it(network, echo_servers):
