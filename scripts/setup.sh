@@ -24,6 +24,12 @@ fi
 # Debian's jars on the JRE above (oncelog.cluster.zookeeper_process); the package starts no
 # service of its own (that is zookeeperd).
 DEBIAN_PACKAGES+=(zookeeper)
+# Network partitions (oncelog.cluster.isolation, tests/isolation): network namespaces and veth
+# pairs with ip (iproute2), drops and the delay relay's redirects with nft (nftables).
+DEBIAN_PACKAGES+=(nftables)
+if ! command -v ip >/dev/null 2>&1; then
+    DEBIAN_PACKAGES+=(iproute2)
+fi
 # tests/power_cut compiles a small LD_PRELOAD library (fsync_journal.c) that journals fsyncs,
 # to simulate a power cut: it needs a C compiler and libc's headers.
 if ! command -v cc >/dev/null 2>&1; then

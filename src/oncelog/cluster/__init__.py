@@ -10,6 +10,9 @@
 - ``control`` — ``cluster.json`` and the request files that ``oncelog cluster start``
   leaves in its data directory, so ``cluster restart-broker N`` and a second ``cluster
   start`` on the folder can find and talk to the running cluster.
+- ``isolation`` — ``IsolatedNetwork``: nodes in network namespaces on one bridge, and
+  Jepsen's faults (isolate, split, cut, cut_from, slow) applied and healed on command, for
+  tests under real network partitions (issue 31); ``delay_relay`` delays TCP for ``slow``.
 - ``acks_table`` — ``oncelog cluster acks-table``: what each producer and broker setting
   keeps when leaders die, measured on a 3-broker cluster.
 """
