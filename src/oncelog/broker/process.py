@@ -66,12 +66,15 @@ def exit_reason(log_text: str) -> str:
 class BrokerProcess:
     def __init__(self, data_dir: Path, *, port: int | None = None, host: str = "127.0.0.1",
                  settings: dict[str, str] | None = None, log_path: Path | None = None,
-                 extra_args: list[str] | None = None, env: dict[str, str] | None = None
-                 ) -> None:
+                 extra_args: list[str] | None = None, env: dict[str, str] | None = None,
+                 command_prefix: list[str] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port or free_port(host)
         self._port_chosen_here = port is None
+        # put before the broker's command: ``ip netns exec NS`` runs it in a network
+        # namespace of its own (``cluster.isolation``)
+        self.command_prefix = list(command_prefix or [])
         self.settings = dict(settings or {})
         self.log_path = log_path or self.data_dir.parent / f"broker-{self.port}.log"
         self.extra_args = list(extra_args or [])
@@ -87,7 +90,8 @@ class BrokerProcess:
         return self.process.pid if self.process else None
 
     def command(self) -> list[str]:
-        args = [sys.executable, "-m", "oncelog", "broker", "--listen", self.bootstrap,
+        args = [*self.command_prefix, sys.executable, "-m", "oncelog", "broker", "--listen",
+                self.bootstrap,
                 "--data-dir", str(self.data_dir)]
         for name, value in self.settings.items():
             args += ["--set", f"{name}={value}"]

@@ -9,6 +9,13 @@ ensemble is given with ``zookeeper_connect``. Every process is stopped by its pi
 ``stop()`` (also as a context manager), gracefully first, the brokers before ZooKeeper.
 ``kill``/``pause``/``resume``/``restart`` act on one broker, for fault injection;
 ``ensemble.kill(n)``/``ensemble.start_node(n)`` on one ZooKeeper node.
+
+``isolated=True`` (root on Linux: ``cluster.isolation``) puts every broker and every ZooKeeper
+node in a network namespace of its own, with its own address on a bridge this cluster creates
+and removes (nodes ``broker-N`` and ``zookeeper-N``; brokers on port 9092, ZooKeeper on its
+usual ports); clients in the root namespace reach the brokers at their advertised addresses.
+Then the network faults: ``isolate``, ``split``, ``cut``, ``cut_from_zookeeper``, ``slow`` and
+``heal`` (each names nodes as ``broker-N``/``zookeeper-N`` or broker ids).
 """
 
 from __future__ import annotations
@@ -20,10 +27,33 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..broker.process import BrokerExited, BrokerProcess, exit_reason
+from .isolation import Fault, IsolatedNetwork, IsolationError
 from .zookeeper_ensemble import ZooKeeperEnsemble
 from .zookeeper_process import ZooKeeperProcess
 
 CHROOT = "/oncelog"
+ISOLATED_BROKER_PORT = 9092
+_networks_made = 0  # by this process: each isolated cluster's names differ
+
+
+def _network_prefix() -> str:
+    """``o`` + this process's id and a counter in base 36: unique on the machine while this
+    process lives (a set left by a dead process with the same id is removed at create)."""
+    global _networks_made
+    _networks_made += 1
+    return "o" + _base36(os.getpid()) + _base36(_networks_made)
+
+
+def _base36(number: int) -> str:
+    digits = ""
+    while True:
+        number, digit = divmod(number, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + digits
+        if not number:
+            return digits
+
+
+NodeName = str | int  # "broker-2", "zookeeper-1", or a broker id
 
 
 class BrokerStartError(RuntimeError):
@@ -33,9 +63,12 @@ class BrokerStartError(RuntimeError):
 class LocalCluster:
     def __init__(self, data_dir: Path, brokers: int = 3, *, zookeeper_connect: str | None = None,
                  settings: dict[str, str] | None = None, host: str = "127.0.0.1",
-                 ports: Sequence[int | None] | None = None, zookeepers: int = 1) -> None:
+                 ports: Sequence[int | None] | None = None, zookeepers: int = 1,
+                 isolated: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
+        if isolated and zookeeper_connect:
+            raise ValueError("an isolated cluster starts its own ZooKeeper nodes")
         # Checked now (ValueError), before anything starts: an odd count, 1 or more.
         self.ensemble: ZooKeeperEnsemble | None = None if zookeeper_connect else \
             ZooKeeperEnsemble(self.data_dir / "zookeeper", zookeepers, host=host)
@@ -43,7 +76,11 @@ class LocalCluster:
         self.settings = dict(settings or {})
         self.brokers: dict[int, BrokerProcess] = {}
         self._count = brokers
+        self._zookeepers = zookeepers
         self._ports = list(ports or [])
+        # isolated: the namespaces and bridge, made by start() (None until then, or not)
+        self.isolated = isolated
+        self.network: IsolatedNetwork | None = None
 
     @property
     def zookeeper(self) -> ZooKeeperProcess | None:
@@ -62,6 +99,8 @@ class LocalCluster:
 
     def start(self, timeout_s: float = 60.0) -> LocalCluster:
         try:
+            if self.isolated:
+                self._create_network()
             if self.ensemble is not None:
                 self.ensemble.start()
                 self.zookeeper_connect = self.ensemble.connect_string + CHROOT
@@ -80,11 +119,42 @@ class LocalCluster:
             raise
         return self
 
+    def _create_network(self) -> None:
+        """The namespaces and bridge of an isolated cluster, on a /24 of 10.213.0.0/16 no
+        interface of this machine holds; the ZooKeeper ensemble is placed inside them."""
+        names = [f"zookeeper-{n}" for n in range(1, self._zookeepers + 1)] + \
+            [f"broker-{n}" for n in range(1, self._count + 1)]
+        prefix = _network_prefix()
+        start = (os.getpid() * 7 + _networks_made) % 250
+        for step in range(250):
+            network = IsolatedNetwork(prefix, f"10.213.{(start + step) % 250}.0/24")
+            try:
+                network.create(names)
+            except IsolationError as error:
+                if "overlaps" in str(error):
+                    continue  # another cluster's subnet: the next one
+                raise
+            self.network = network
+            break
+        else:
+            raise IsolationError("no free /24 in 10.213.0.0/16 for an isolated cluster")
+        zookeepers = [f"zookeeper-{n}" for n in range(1, self._zookeepers + 1)]
+        self.ensemble = ZooKeeperEnsemble(
+            self.data_dir / "zookeeper", self._zookeepers,
+            hosts=[network.address(z) for z in zookeepers],
+            command_prefixes=[network.exec_prefix(z) for z in zookeepers])
+
     def _broker_process(self, node_id: int, port: int | None) -> BrokerProcess:
         directory = self.data_dir / f"broker-{node_id}"
         assert self.zookeeper_connect is not None  # known once ZooKeeper runs
         settings = {"node.id": str(node_id), "zookeeper.connect": self.zookeeper_connect,
                     **self.settings}
+        if self.network is not None:
+            node = f"broker-{node_id}"
+            return BrokerProcess(directory / "data", port=port or ISOLATED_BROKER_PORT,
+                                 host=self.network.address(node), settings=settings,
+                                 log_path=directory / "broker.log",
+                                 command_prefix=self.network.exec_prefix(node))
         return BrokerProcess(directory / "data", port=port, host=self.host, settings=settings,
                              log_path=directory / "broker.log")
 
@@ -149,6 +219,54 @@ class LocalCluster:
         process = self.brokers[node_id].process
         return process is not None and process.poll() is None
 
+    # -- network faults (isolated clusters) ---------------------------------------------
+
+    def node_name(self, node: NodeName) -> str:
+        """``broker-N`` for a broker id, or the name given (``zookeeper-N``, ``broker-N``)."""
+        return f"broker-{node}" if isinstance(node, int) else node
+
+    def _network(self) -> IsolatedNetwork:
+        if self.network is None:
+            raise IsolationError("network faults need an isolated cluster (isolated=True, "
+                                 "or oncelog cluster start --isolated)")
+        return self.network
+
+    def isolate(self, node: NodeName) -> Fault:
+        """Cut one broker or ZooKeeper node off from everything, clients included."""
+        return self._network().isolate(self.node_name(node))
+
+    def split(self, side_a: Sequence[NodeName], side_b: Sequence[NodeName]) -> Fault:
+        """Two groups of nodes that cannot reach each other (clients reach both)."""
+        return self._network().split([self.node_name(n) for n in side_a],
+                                     [self.node_name(n) for n in side_b])
+
+    def cut(self, a: NodeName, b: NodeName) -> Fault:
+        """One directed link: ``a``'s packets to ``b`` dropped, ``b``'s to ``a`` delivered."""
+        return self._network().cut(self.node_name(a), self.node_name(b))
+
+    def cut_from_zookeeper(self, broker: NodeName) -> Fault:
+        """A broker cut from every ZooKeeper node only: clients and other brokers still
+        reach it (a leader losing its session while serving)."""
+        network = self._network()
+        return network.cut_from(self.node_name(broker),
+                                [n for n in network.nodes if n.startswith("zookeeper-")])
+
+    def slow(self, a: NodeName, b: NodeName | None = None, delay_ms: float = 0,
+             jitter_ms: float = 0, loss_percent: float = 0) -> Fault:
+        """Delay (TCP, through a relay), jitter and loss between two nodes, or for all of
+        one node's traffic."""
+        return self._network().slow(self.node_name(a),
+                                    None if b is None else self.node_name(b),
+                                    delay_ms, jitter_ms, loss_percent)
+
+    def heal(self, fault: Fault | None = None) -> None:
+        """Remove one fault, or all of them."""
+        if self.network is not None:
+            self.network.heal(fault)
+
+    def faults(self) -> list[Fault]:
+        return self.network.faults() if self.network is not None else []
+
     # -- stopping ----------------------------------------------------------------------
 
     def stop(self) -> None:
@@ -158,10 +276,17 @@ class LocalCluster:
                     os.kill(process.process.pid, signal.SIGCONT)  # a paused broker cannot stop
                 except ProcessLookupError:
                     pass
-        for process in self.brokers.values():
-            process.stop()
-        if self.ensemble is not None:
-            self.ensemble.stop()
+        try:
+            if self.network is not None:
+                self.network.heal()  # a cut-off broker would wait out its SIGTERM
+            for process in self.brokers.values():
+                process.stop()
+            if self.ensemble is not None:
+                self.ensemble.stop()
+        finally:
+            if self.network is not None:
+                self.network.destroy()
+                self.network = None
 
     def __enter__(self) -> LocalCluster:
         return self.start()
