@@ -189,6 +189,7 @@ class MetadataSync:
         record = self.store.read_topic(name, watch=True)
         if record is None:
             return None, []
+        self.partitions.prepare_directories(record)  # its new replicas' files, off the loop
         return record, self.store.partition_states(name, record.partitions, watch=True)
 
     # -- applying (on the event loop) ------------------------------------------------------

@@ -358,6 +358,7 @@ class Node:
         self.partitions = PartitionManager(config, store, clock, self.node_id,
                                            lease=self.lease, calls=calls)
         self.partitions.new_topic_id = world.new_topic_id  # a replay names the same ids
+        self.partitions.run_blocking = _inline
         self.brokers = LiveBrokers(monotonic=loop.time)
         self.partitions.live_broker_ids = lambda: sorted(self.brokers.live) if self.brokers \
             else [self.node_id]
