@@ -8,7 +8,8 @@ leader whose high watermark has not caught up, KIP-207), REQUEST_TIMED_OUT, and 
 that went away (librdkafka's ``_TRANSPORT``, ``_TIMED_OUT``, ``_ALL_BROKERS_DOWN``). These
 are ``RETRIABLE_CODES``, with whatever librdkafka flags retriable itself and Kafka's
 retriable metadata errors (UNKNOWN_TOPIC_OR_PARTITION: a new leader that has not applied the
-partition yet; KAFKA_STORAGE_ERROR).
+partition yet; KAFKA_STORAGE_ERROR). ``NO_OFFSET`` stands for a ListOffsets answer that
+holds no offset and no error (librdkafka's -1001 after a killed leader's timeout).
 
 Spark's Kafka source (``KafkaOffsetReaderAdmin.withRetries``) retries a failed offset lookup
 ``fetchOffset.numRetries`` times, ``fetchOffset.retryIntervalMs`` apart, each time on a new
