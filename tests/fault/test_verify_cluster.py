@@ -72,7 +72,7 @@ def test_at_least_once_on_a_cluster_loses_nothing_when_leaders_die_and_brokers_p
     assert "3 brokers, replication factor 3" in run.stdout, run.explain()
     # The static consumer's session outlasts the coordinator's failover: librdkafka never
     # times it out and gets fenced (a fatal error that would stop a user's consumer).
-    assert not [w for w in result["warnings"] if "exited on its own" in w], run.explain()
+    assert result["unplanned_exits"]["count"] == 0, run.explain()
 
 
 def test_exactly_once_on_a_cluster_neither_loses_nor_duplicates(tmp_path):

@@ -12,6 +12,7 @@ Modules:
 - ``offsets``   per-partition offsets as Spark's checkpoint stores them, and rate limiting
 - ``cluster``   driver-side lookups: partitions, earliest/latest offsets, offsets for times
 - ``ranges``    one offset range, read on an executor into Arrow record batches
+- ``retries``   which broker errors are asked again, how often (``fetchOffset.*``)
 - ``source``    the Data Source, its batch reader and its stream reader
 - ``session``   a local SparkSession with the settings PySpark's Python workers need
 - ``connect_server``  Spark's Connect server started from the PySpark installation

@@ -4,18 +4,27 @@ One ``Cluster`` per reader, created lazily on the driver and never pickled (exec
 with their own clients, see ``ranges``). Offsets come from ListOffsets in one request per
 call (``AdminClient.list_offsets``), with the query's isolation level, so ``latest`` is the
 last stable offset under ``read_committed``. Topic lookups never create a topic.
+
+A retriable answer (a leader moving, a broker gone: ``retries.py``) is asked again, for the
+partitions that got one, on a new admin client - fresh metadata, so the new leader and its
+epoch, as Spark's ``KafkaOffsetReaderAdmin`` resets its admin - ``fetchOffset.
+retryIntervalMs`` later, at most ``fetchOffset.numRetries`` times. (Asking the same client
+again does not do: librdkafka's admin client kept answering FENCED_LEADER_EPOCH for 30 s
+after a leader was killed, issue 31.) One try waits at most ``_TRY_TIMEOUT_S`` for an
+answer (less with a shorter ``kafkaConsumer.pollTimeoutMs``): a request to a killed leader
+is answered only by that timeout, and a new client learns the new leader sooner.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 
-from .errors import SourceError, SourceOptionError
+from .errors import SourceOptionError
 from .offsets import Offsets, TopicPartition
 from .options import SourceOptions
+from .retries import NO_OFFSET, Tries, is_retriable
 
-_TIMEOUT_S = 30.0   # at most; a shorter kafkaConsumer.pollTimeoutMs shortens it
+_TRY_TIMEOUT_S = 10.0   # at most; a shorter kafkaConsumer.pollTimeoutMs shortens it
 
 
 def quiet_logger() -> logging.Logger:
@@ -34,7 +43,15 @@ class Cluster:
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
         self._admin = None
-        self._timeout = min(_TIMEOUT_S, options.poll_timeout_ms / 1000)
+        self._timeout = min(_TRY_TIMEOUT_S, options.poll_timeout_ms / 1000)
+
+    def _tries(self) -> Tries:
+        return Tries(self._options.fetch_offset_num_retries,
+                     self._options.fetch_offset_retry_interval_ms)
+
+    def _reset(self) -> None:
+        """The next request goes through a new client, which reads metadata afresh."""
+        self._admin = None
 
     def _client(self):
         if self._admin is None:
@@ -52,11 +69,15 @@ class Cluster:
     def topics(self) -> dict[str, int]:
         """Every topic the broker has (internal ones excluded), with its partition count."""
         from confluent_kafka import KafkaException
-        try:
-            metadata = self._client().list_topics(timeout=self._timeout)
-        except KafkaException as error:
-            raise SourceError(f"cannot reach a broker at {self._options.bootstrap}: "
-                              f"{error.args[0].str()}") from None
+        tries = self._tries()
+        while True:
+            try:
+                metadata = self._client().list_topics(timeout=self._timeout)
+                break
+            except KafkaException as error:
+                tries.failed(error.args[0], f"cannot reach a broker at "
+                                            f"{self._options.bootstrap}")
+                self._reset()
         return {name: len(topic.partitions) for name, topic in metadata.topics.items()
                 if topic.error is None and not name.startswith("__")}
 
@@ -81,18 +102,20 @@ class Cluster:
 
     def earliest(self, partitions: list[TopicPartition]) -> Offsets:
         from confluent_kafka.admin import OffsetSpec
-        return self._list_offsets(partitions, OffsetSpec.earliest())
+        return self._list_offsets(partitions, OffsetSpec.earliest(), lowest=0)
 
     def latest(self, partitions: list[TopicPartition]) -> Offsets:
         from confluent_kafka.admin import OffsetSpec
-        return self._list_offsets(partitions, OffsetSpec.latest())
+        return self._list_offsets(partitions, OffsetSpec.latest(), lowest=0)
 
     def for_time(self, partitions: list[TopicPartition], millis: int) -> Offsets:
         """The first offset at or after ``millis`` per partition; -1 where no record is."""
         from confluent_kafka.admin import OffsetSpec
-        return self._list_offsets(partitions, OffsetSpec.for_timestamp(millis))
+        return self._list_offsets(partitions, OffsetSpec.for_timestamp(millis), lowest=-1)
 
-    def _list_offsets(self, partitions: list[TopicPartition], spec) -> Offsets:
+    def _list_offsets(self, partitions: list[TopicPartition], spec, *, lowest: int) -> Offsets:
+        """``spec``'s offset of each partition; an answer below ``lowest`` is no answer (-1
+        is a timestamp lookup's "no record at or after it"; librdkafka's -1001 is none)."""
         if not partitions:
             return {}
         from confluent_kafka import IsolationLevel, KafkaException
@@ -101,35 +124,34 @@ class Cluster:
                      else IsolationLevel.READ_UNCOMMITTED)
         result: Offsets = {}
         pending = [KafkaTopicPartition(t, p) for t, p in partitions]
-        deadline = time.monotonic() + self._timeout
-        while pending:
-            futures = self._client().list_offsets({tp: spec for tp in pending},
-                                                  isolation_level=isolation,
-                                                  request_timeout=self._timeout)
-            pending = []
+        tries = self._tries()
+        while True:
+            failures: dict = {}
+            try:
+                futures = self._client().list_offsets({tp: spec for tp in pending},
+                                                      isolation_level=isolation,
+                                                      request_timeout=self._timeout)
+            except KafkaException as error:   # the whole request: every partition failed
+                futures = {}
+                failures = {tp: error.args[0] for tp in pending}
             for tp, future in futures.items():
                 try:
-                    result[(tp.topic, tp.partition)] = future.result().offset
+                    offset = future.result().offset
                 except KafkaException as error:
-                    # retriable: a leader moving, or a new leader whose high watermark is
-                    # still catching up (OFFSET_NOT_AVAILABLE); ask again until the timeout
-                    if _retriable(error.args[0]) and time.monotonic() < deadline:
-                        pending.append(tp)
-                        continue
-                    raise SourceError(f"cannot look up offsets of {tp.topic}-{tp.partition} "
-                                      f"at {self._options.bootstrap}: "
-                                      f"{error.args[0].str()}") from None
-            if pending:
-                time.sleep(0.1)
-        return result
+                    failures[tp] = error.args[0]
+                    continue
+                if offset < lowest:
+                    failures[tp] = NO_OFFSET
+                else:
+                    result[(tp.topic, tp.partition)] = offset
+            if not failures:
+                return result
+            # one partition's error stands for the rest, in one sentence: a non-retriable
+            # one if there is any (it fails the lookup at once), else the first
+            tp, failure = min(failures.items(), key=lambda item: (
+                is_retriable(item[1]), item[0].topic, item[0].partition))
+            tries.failed(failure, f"cannot look up offsets of {tp.topic}-{tp.partition} at "
+                                f"{self._options.bootstrap}")
+            self._reset()
+            pending = list(failures)
 
-
-# Broker answers worth asking again for: a leader moving, or a new leader whose high
-# watermark has not caught up yet (librdkafka does not flag every one as retriable).
-_RETRIABLE_CODES = {"OFFSET_NOT_AVAILABLE", "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION",
-                    "NOT_LEADER_OR_FOLLOWER", "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH",
-                    "REQUEST_TIMED_OUT"}
-
-
-def _retriable(error) -> bool:
-    return error.retriable() or error.name() in _RETRIABLE_CODES

@@ -27,6 +27,10 @@ Options (as in Spark's Kafka source):
   ``endingOffsetsByTimestamp`` likewise
 - ``maxOffsetsPerTrigger`` (streaming), ``minPartitions``, ``failOnDataLoss`` (default true),
   ``includeHeaders`` (default false), ``kafkaConsumer.pollTimeoutMs`` (default 120000)
+- ``fetchOffset.numRetries`` (default 3) and ``fetchOffset.retryIntervalMs`` (default 1000):
+  a lookup or read that a broker answers with a retriable error (a leader moving, a broker
+  gone) is tried again that many times, that long apart, each time on a new client with
+  fresh metadata (``retries.py``); integers, 0 or more
 - ``kafka.<name>``: passed to the client (librdkafka names, which match the Java client's for
   everything common). ``kafka.isolation.level`` is ``read_uncommitted`` or ``read_committed``
   (the default here, as in librdkafka; Spark's Java client defaults to ``read_uncommitted``,
@@ -68,10 +72,12 @@ _KNOWN = {
     "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger",
     "minpartitions", "failondataloss", "includeheaders", "kafkaconsumer.polltimeoutms",
     "startingoffsetsfromsink", "startingoffsetsfromsinkpassword", "sinkqueryname",
+    "fetchoffset.numretries", "fetchoffset.retryintervalms",
     # Spark's own Kafka options that have nothing to tune here, accepted so code ports
-    "minoffsetspertrigger", "maxtriggerdelay", "fetchoffset.numretries",
-    "fetchoffset.retryintervalms", "groupidprefix", "path",
+    "minoffsetspertrigger", "maxtriggerdelay", "groupidprefix", "path",
 }
+FETCH_OFFSET_NUM_RETRIES = 3            # Spark's defaults (KafkaSourceProvider)
+FETCH_OFFSET_RETRY_INTERVAL_MS = 1000
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,8 @@ class SourceOptions:
     timestamp_strategy: str = "error"
     group_id_prefix: str = "spark-kafka-source"
     starting_from_sink: SinkPosition | None = None
+    fetch_offset_num_retries: int = FETCH_OFFSET_NUM_RETRIES
+    fetch_offset_retry_interval_ms: int = FETCH_OFFSET_RETRY_INTERVAL_MS
 
     @property
     def bootstrap(self) -> str:
@@ -213,6 +221,12 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool | None) -> SourceOp
         timestamp_strategy=strategy,
         group_id_prefix=options.get("groupidprefix", "spark-kafka-source"),
         starting_from_sink=from_sink,
+        fetch_offset_num_retries=_non_negative_int(
+            options, "fetchoffset.numretries", "fetchOffset.numRetries",
+            FETCH_OFFSET_NUM_RETRIES),
+        fetch_offset_retry_interval_ms=_non_negative_int(
+            options, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs",
+            FETCH_OFFSET_RETRY_INTERVAL_MS),
     )
 
 
@@ -352,6 +366,19 @@ def _positive_int(options: dict[str, str], key: str, name: str) -> int | None:
         number = 0
     if number <= 0:
         raise SourceOptionError(f"option {name} must be a positive integer, not {options[key]!r}")
+    return number
+
+
+def _non_negative_int(options: dict[str, str], key: str, name: str, default: int) -> int:
+    if key not in options:
+        return default
+    try:
+        number = int(options[key])
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise SourceOptionError(f"option {name} must be an integer, 0 or more, not "
+                                f"{options[key]!r}")
     return number
 
 

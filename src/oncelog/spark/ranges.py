@@ -10,6 +10,12 @@ offsets but are never delivered — so the range is done when a record at or pas
 arrives or the partition's end is reached at or past ``end``. A gap is data loss only when
 the log no longer starts at or before the offset wanted (retention or deletion removed it):
 then ``failOnDataLoss`` decides between an error and skipping what is gone.
+
+A retriable error while reading (a leader moving, a broker gone: ``retries.py``) closes the
+client and opens a new one at the next offset wanted - new metadata, so the new leader -
+``fetchOffset.retryIntervalMs`` later; ``fetchOffset.numRetries`` such errors in a row, with
+no record read between them, fail the task with one sentence. The watermark lookups retry
+the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pyspark.sql.datasource import InputPartition
 from .cluster import client_config
 from .errors import DataLossError, SourceError
 from .options import SourceOptions
+from .retries import Tries, is_retriable
 
 _ROWS_PER_BATCH = 20_000
 
@@ -75,21 +82,34 @@ def consumer_config(options: SourceOptions) -> dict:
     return config
 
 
+def _tries(options: SourceOptions) -> Tries:
+    return Tries(options.fetch_offset_num_retries, options.fetch_offset_retry_interval_ms)
+
+
+def _consumer(rng: OffsetRange, offset: int | None = None):
+    """A new client for ``rng``'s partition (its own metadata), assigned at ``offset``."""
+    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+    try:
+        consumer = Consumer(consumer_config(rng.options))
+    except KafkaException as error:
+        raise SourceError(f"cannot create a client for {rng!r}: {error.args[0].str()}") from None
+    if offset is not None:
+        consumer.assign([KafkaTopicPartition(rng.topic, rng.partition, offset)])
+    return consumer
+
+
 def read_range(rng: OffsetRange) -> Iterator:
     """Yield Arrow record batches holding offsets [start, end) of one partition."""
     if rng.end <= rng.start:
         return
-    from confluent_kafka import Consumer, KafkaError, KafkaException
-    from confluent_kafka import TopicPartition as KafkaTopicPartition
+    from confluent_kafka import KafkaError
 
     options = rng.options
     schema = arrow_schema(options.include_headers)
+    tries = _tries(options)
+    consumer = _consumer(rng, rng.start)
     try:
-        consumer = Consumer(consumer_config(options))
-    except KafkaException as error:
-        raise SourceError(f"cannot create a client for {rng!r}: {error.args[0].str()}") from None
-    try:
-        consumer.assign([KafkaTopicPartition(rng.topic, rng.partition, rng.start)])
         columns = _Columns(options.include_headers)
         next_offset = rng.start
         checked_start = False
@@ -111,6 +131,7 @@ def read_range(rng: OffsetRange) -> Iterator:
                             _lost(options, f"{rng.topic}-{rng.partition} now starts at offset "
                                   f"{low}, after the {next_offset} this batch wanted")
                     checked_start = True
+                    tries.progressed()
                     columns.extend(records[first:last], offsets[first:last])
                     next_offset = offsets[last - 1] + 1
                 if last < len(records):
@@ -134,6 +155,11 @@ def read_range(rng: OffsetRange) -> Iterator:
                     elif failure.code() == KafkaError._AUTO_OFFSET_RESET:
                         next_offset = _skip_lost(consumer, rng, next_offset)
                         checked_start = True
+                    elif is_retriable(failure):
+                        tries.failed(failure, f"reading {rng!r} at offset {next_offset} failed")
+                        old, consumer = consumer, _consumer(rng, next_offset)
+                        old.close()
+                        break   # what the old client had queued is not wanted
                     else:
                         raise SourceError(f"reading {rng!r} failed: {failure.str()}")
             if messages:
@@ -156,14 +182,25 @@ def _log_end(consumer, rng: OffsetRange) -> int:
 
 
 def _watermarks(consumer, rng: OffsetRange) -> tuple[int, int]:
+    """The partition's log start and end; a retry asks through a new client."""
     from confluent_kafka import KafkaException
     from confluent_kafka import TopicPartition as KafkaTopicPartition
+    tries = _tries(rng.options)
+    asking = consumer
     try:
-        return consumer.get_watermark_offsets(
-            KafkaTopicPartition(rng.topic, rng.partition), timeout=30, cached=False)
-    except KafkaException as error:
-        raise SourceError(f"cannot look up offsets of {rng.topic}-{rng.partition}: "
-                          f"{error.args[0].str()}") from None
+        while True:
+            try:
+                return asking.get_watermark_offsets(
+                    KafkaTopicPartition(rng.topic, rng.partition), timeout=30, cached=False)
+            except KafkaException as error:
+                tries.failed(error.args[0],
+                             f"cannot look up offsets of {rng.topic}-{rng.partition}")
+            if asking is not consumer:
+                asking.close()
+            asking = _consumer(rng)
+    finally:
+        if asking is not consumer:
+            asking.close()
 
 
 def _skip_lost(consumer, rng: OffsetRange, wanted: int) -> int:

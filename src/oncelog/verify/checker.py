@@ -74,6 +74,14 @@ fault never injected); or a negative control
 with no faults planned (``--faults none``) is a plain run: ``kept`` if clean, its report
 saying that no fault was requested.
 
+**Unplanned exits** (``unplanned_exits``, from the runner: the history cannot show them): a
+delivery stage's process - the Spark copy job, a consumer, the transform worker or its
+reader - that ended while no fault was killing it. The runner restarts it so the run
+completes, but a user's pipeline would simply have stopped there, so each is a finding of
+its own (``unplanned_exit_findings``: one sentence per process, with the first line of its
+error), in the report and the JSON document, not a warning. It leaves the verdict alone:
+the contract is about records, and the records are still checked.
+
 Informational (never a violation): ``unacknowledged_delivered`` (delivered although the
 producer never saw an acknowledgement: a dropped ack), ``failed_delivered`` (delivered
 although the producer saw an error: librdkafka's errors after retries, e.g. a message
@@ -92,7 +100,7 @@ from .history import Delivered, FaultEvent, History, record_to_dict
 from .landing import FaultOutcome, fault_outcomes
 
 __all__ = ["ALL_SEMANTICS", "ANOMALIES", "CONTRACTS", "SEMANTICS", "TRANSACTIONAL", "VERDICTS",
-           "CheckResult", "Reorder", "check", "normalize_semantics"]
+           "CheckResult", "Reorder", "UnplannedExit", "check", "normalize_semantics"]
 
 SEMANTICS = ("at_most_once", "at_least_once", "exactly_once")   # what "all" means
 TRANSACTIONAL = "transactional"
@@ -129,6 +137,21 @@ class Reorder:
     partition: int
 
 
+@dataclass(frozen=True)
+class UnplannedExit:
+    """A delivery stage's process that ended with no fault killing it (the runner saw it,
+    restarted it and recorded this)."""
+    process: str           # "exactly-once copy job", "at-least-once consumer", ...
+    status: int            # its exit status
+    at_s: float            # when the runner saw it, on the schedule's clock
+    error: str | None      # the first line of its error, from its log (None: none found)
+    log: str               # its log file
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"process": self.process, "status": self.status, "at_s": self.at_s,
+                "error": self.error, "log": self.log}
+
+
 @dataclass
 class CheckResult:
     semantics: str
@@ -156,6 +179,30 @@ class CheckResult:
     # what the runner saw that the history cannot show: e.g. --spark-master given and no
     # task of the copy job ran on an executor (runner._spark_evidence); None: nothing
     run_inconclusive_because: str | None = None
+    # delivery processes that ended on their own, each restarted by the runner
+    unplanned_exits: list[UnplannedExit] = field(default_factory=list)
+
+    @property
+    def unplanned_exit_findings(self) -> list[str]:
+        """One sentence per process that exited unplanned: how many times, the first
+        line of its first error, when, and where its log is."""
+        by_process: dict[str, list[UnplannedExit]] = {}
+        for ended in self.unplanned_exits:
+            by_process.setdefault(ended.process, []).append(ended)
+        findings = []
+        for process, exits in by_process.items():
+            first = exits[0]
+            error = next((ended.error for ended in exits if ended.error), None)
+            times = "1 time" if len(exits) == 1 else f"{len(exits)} times"
+            when = ", ".join(f"{ended.at_s:g} s" for ended in exits[:5])
+            when += ", ..." if len(exits) > 5 else ""
+            statuses = sorted({ended.status for ended in exits})
+            findings.append(
+                f"the {process} exited unplanned {times}: "
+                f"{error or 'no error line in its log'} (status "
+                f"{', '.join(map(str, statuses))} at {when}; restarted each time so the run "
+                f"could finish; see {first.log})")
+        return findings
 
     @property
     def faults_requested(self) -> bool | None:
@@ -265,6 +312,11 @@ class CheckResult:
                 "failed_delivered": sample(self.failed_delivered),
             },
             "faults": [record_to_dict(event) for event in self.faults],
+            "unplanned_exits": {
+                "count": len(self.unplanned_exits),
+                "findings": self.unplanned_exit_findings,
+                "exits": [ended.to_dict() for ended in self.unplanned_exits],
+            },
             "warnings": list(self.warnings),
         }
         if self.fault_outcomes is not None:

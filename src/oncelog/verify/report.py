@@ -3,12 +3,14 @@
 The JSON document (``write_json``) is the run's record: the seed and the fault schedule
 (``FaultSchedule.from_dict(document["schedule"])`` restores it, and the seed alone
 regenerates it), then per semantics every count, the verdict (kept, broken or inconclusive)
-and why, what each fault did (``fault_outcomes``), and up to ``sample_size`` ids of each
-anomaly. The table's verdict is ✔ only for a run that kept its contract *and* proved
-something (``CheckResult.verdict``); its caption lists the faults that happened, per
-semantics, each under the name of what it hit (a ``kill-driver`` without a Spark driver
-killed a consumer), and each semantics' workload length (the schedule's duration, plus its
-shift when a target was slow to recover: never one semantics' length as the whole run's).
+and why, what each fault did (``fault_outcomes``), the delivery processes that exited
+unplanned (``unplanned_exits``: a finding of their own, printed in red after the broken
+promises), and up to ``sample_size`` ids of each anomaly. The table's verdict is ✔ only
+for a run that kept its contract *and* proved something (``CheckResult.verdict``); its
+caption lists the faults that happened, per semantics, each under the name of what it hit
+(a ``kill-driver`` without a Spark driver killed a consumer), and each semantics' workload
+length (the schedule's duration, plus its shift when a target was slow to recover: never
+one semantics' length as the whole run's).
 matplotlib is imported only by ``write_chart`` (the ``verify`` extra), and only through its
 object-oriented API with the Agg canvas: no pyplot, no global backend switch, no display
 needed.
@@ -24,6 +26,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .checker import CONTRACTS, CheckResult
@@ -200,6 +203,8 @@ def print_report(results: Sequence[CheckResult], *, console: Console | None = No
             ids = [item if isinstance(item, str) else item["id"] for item in samples[anomaly]]
             more = ", ..." if result.count(anomaly) > len(ids) else ""
             console.print(f"[bold red]✘[/bold red] {name}: {sentence}: {', '.join(ids)}{more}")
+        for finding in result.unplanned_exit_findings:   # a pipeline that stopped by itself
+            console.print(f"[bold red]![/bold red] {name}: {escape(finding)}", highlight=False)
         if result.verdict == "inconclusive":
             console.print(f"[yellow]?[/yellow] {name}: inconclusive, proved nothing: "
                           f"{result.inconclusive_because}", highlight=False)

@@ -58,9 +58,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from ..broker.process import BrokerProcess
-from .checker import CheckResult, check
+from .checker import CheckResult, UnplannedExit, check
 from .faults import (ClusterTarget, DropAcks, KillBroker, KillClusterBroker, KillDelivery,
                      KillExecutor, KillLeader, Nemesis, PauseBroker)
 from .faults.nemesis import MAX_DELAY_S
@@ -421,7 +422,7 @@ class _SemanticsRun:
         self.history_dir = runner.out / "history" / self.name
         self.notes: list[str] = []
         self.details: dict[str, Any] = {"topic": self.topic, "history": str(self.history_dir)}
-        self.unexpected_restarts = 0
+        self.unplanned_exits: list[UnplannedExit] = []
         self.noted_producers: set[str] = set()
         self.tally = HistoryTally([self.history_dir / f"producer-{index}.jsonl"
                                    for index in range(self.scenario.producers)])
@@ -480,6 +481,7 @@ class _SemanticsRun:
                        planned=runner.schedule.faults,
                        control=control.anomaly if control else None)
         result.run_inconclusive_because = unproved
+        result.unplanned_exits = list(self.unplanned_exits)
         result.warnings.extend(self.notes)
         self.counted_at = 0.0
         self._show("checked")
@@ -655,19 +657,22 @@ class _SemanticsRun:
         return producers
 
     def _watch(self, producers: list[ChildProcess]) -> None:
-        """A stage that died without a fault is restarted and noted; so is a producer that
-        failed (not restarted: its history stands)."""
+        """A stage that died without a fault is recorded as an unplanned exit (a finding of
+        the result, with the first line of its error) and restarted, so the run completes;
+        a producer that failed is noted (not restarted: its history stands)."""
         stage = self.stage
         status = stage.exited_unexpectedly()
         if status is not None:
-            self.unexpected_restarts += 1
             description, log_path = stage.exited_process()
-            note = (f"the {description} exited on its own with status {status} at "
-                    f"{self.elapsed():.1f} s (see {log_path})")
-            if self.unexpected_restarts > MAX_UNEXPECTED_RESTARTS:
-                raise RunFailed(f"{note}, {self.unexpected_restarts} times; giving up")
-            self.notes.append(note + "; restarted")
-            self.view.event(f"[yellow]![/yellow] {self.name}: {note}; restarting it")
+            ended = UnplannedExit(process=description, status=status,
+                                  at_s=round(self.elapsed(), 1), error=stage.exit_error(),
+                                  log=str(log_path))
+            self.unplanned_exits.append(ended)
+            said = (f"the {description} exited unplanned with status {status} at "
+                    f"{ended.at_s:g} s: {ended.error or 'no error line'} (see {log_path})")
+            if len(self.unplanned_exits) > MAX_UNEXPECTED_RESTARTS:
+                raise RunFailed(f"{said}, {len(self.unplanned_exits)} times; giving up")
+            self.view.event(f"[bold red]![/bold red] {self.name}: {escape(said)}; restarting it")
             stage.restart()
         for child in producers:
             code = child.returncode

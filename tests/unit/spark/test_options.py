@@ -58,6 +58,14 @@ def test_offsets_json_and_assign():
     (True, {"subscribe": "a", "kafka.enable.auto.commit": "true"}, "checkpoint"),
     (True, {"subscribe": "a", "kafka.value.deserializer": "x"}, "always read as binary"),
     (True, {"subscribe": "a", "startingOffsetsByTimestampStrategy": "skip"}, "error or latest"),
+    (True, {"subscribe": "a", "fetchOffset.numRetries": "three"},
+     "fetchOffset.numRetries must be an integer, 0 or more, not 'three'"),
+    (True, {"subscribe": "a", "fetchOffset.numRetries": "-1"}, "fetchOffset.numRetries must be"),
+    (True, {"subscribe": "a", "fetchOffset.retryIntervalMs": "1.5"},
+     "fetchOffset.retryIntervalMs must be an integer"),
+    (True, {"subscribe": "a", "fetchOffset.retryIntervalMs": "-10"},
+     "fetchOffset.retryIntervalMs must be"),
+    (False, {"subscribe": "a", "fetchOffset.retryIntervalMs": "0"}, None),
 ])
 def test_bad_options_are_one_sentence_naming_the_option(streaming, options, message):
     if message is None:

@@ -36,7 +36,8 @@ ran (``batch N executors {...}``); ``PipelineStage.app()`` is the running applic
 over every start of the job: the proof that the batches were read on executors.
 
 A stage knows whether it was killed on purpose (``down``), so the runner can tell a fault
-from a process that died on its own (``exited_unexpectedly``), and whether it has recovered
+from a process that died on its own (``exited_unexpectedly``; ``exit_error``: the first line
+of its error, from what its log gained since it last started), and whether it has recovered
 from its last start (``steady``: a consumer has its partitions; the copy job has written a
 batch), which the nemesis waits for before it kills it again.
 """  # noqa: E501 - a table's rows stay one line each
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from confluent_kafka import Consumer
 
 __all__ = ["ConsumerStage", "PipelineStage", "ReaderStage", "TransformStage", "WINDOWS",
-           "batch_window", "executor_evidence", "last_batch_file"]
+           "batch_window", "error_line", "executor_evidence", "last_batch_file"]
 
 _WRITTEN = re.compile(r"^batch (\d+) written$")
 _APP = re.compile(r"^app (\S+) ui (\S+)$")
@@ -77,6 +78,39 @@ WINDOWS = {
     "after_commit_log": "after Spark's commit log",
     "sink_ahead": "the sink holds a batch Spark never planned",
 }
+
+
+# "oncelog.spark.errors.SourceError: cannot look up ...", "KafkaException: KafkaError{...}"
+_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit)): (.*\S)")
+# exceptions that only wrap the one that matters (Spark's, py4j's): skipped while another
+# exception line is there
+_WRAPPERS = {"StreamingQueryException", "Py4JJavaError", "PythonException", "SparkException",
+             "PySparkException", "RuntimeException", "ExecutionException"}
+_STAMP = re.compile(r"^\[\d\d:\d\d:\d\d\] ")   # ChildProcess's prefix on stdout lines
+_ERROR_LINE_MAX = 300
+_QUERY_FAILED = "copy_job: the query failed:"   # copy_job.main's line on stderr
+
+
+def error_line(text: str) -> str | None:
+    """The first line of a process's error, from (the end of) its log: the first exception
+    line that is not a wrapper (``SourceError: cannot look up offsets of t-1 at ...``), else
+    the first wrapper, else the last line it wrote; None for an empty log. Where the copy job
+    said its query failed, only what follows counts (a task Spark retried may have logged
+    another error before)."""
+    lines = [_STAMP.sub("", line).strip() for line in text.splitlines()]
+    lines = [line for line in lines if line]
+    failed = [index for index, line in enumerate(lines) if line.startswith(_QUERY_FAILED)]
+    if failed:
+        lines = lines[failed[-1]:]
+    found = [(match.group(1), match.group(2)) for match in map(_EXCEPTION.match, lines)
+             if match]
+    chosen = next((f"{kind}: {message}" for kind, message in found if kind not in _WRAPPERS),
+                  None) or next((f"{kind}: {message}" for kind, message in found), None)
+    if chosen is None and lines:
+        chosen = lines[-1]
+    if chosen is not None and len(chosen) > _ERROR_LINE_MAX:
+        chosen = chosen[:_ERROR_LINE_MAX - 3] + "..."
+    return chosen
 
 
 def last_batch_file(folder: Path) -> int | None:
@@ -151,6 +185,7 @@ class _Stage:
     def __init__(self) -> None:
         self.down = False
         self._started_at = 0.0
+        self._log_start = 0     # the log's size when the process last started
 
     @property
     def pid(self) -> int | None:
@@ -174,9 +209,24 @@ class _Stage:
         """What ``exited_unexpectedly`` is about: a description and its log."""
         return self.description, self.log_path
 
+    def exit_error(self) -> str | None:
+        """The first line of the error the process ended with (``error_line`` of what its
+        log gained since it last started); None when it wrote nothing."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_start)
+                text = log.read().decode(errors="replace")
+        except OSError:
+            return None
+        return error_line(text)
+
     def start(self) -> None:
         self._started_at = time.monotonic()
         self.down = False
+        try:
+            self._log_start = self.log_path.stat().st_size
+        except OSError:
+            self._log_start = 0
         self.child.start()
 
     def printed(self, pattern: str) -> bool:
@@ -322,10 +372,16 @@ class TransformStage(_SelfKillingStage):
         return status if status is not None else self.reader.exited_unexpectedly()
 
     def exited_process(self) -> tuple[str, Path]:
-        if super().exited_unexpectedly() is None and \
-                self.reader.exited_unexpectedly() is not None:
+        if self._reader_exited():
             return self.reader.exited_process()
         return super().exited_process()
+
+    def exit_error(self) -> str | None:
+        return self.reader.exit_error() if self._reader_exited() else super().exit_error()
+
+    def _reader_exited(self) -> bool:
+        return super().exited_unexpectedly() is None and \
+            self.reader.exited_unexpectedly() is not None
 
     def restart(self) -> dict:
         """Start whichever of the two is not running."""

@@ -28,8 +28,9 @@ coordinator's broker handle was decommissioned (confluentinc/librdkafka#5456, #5
 blocked C call cannot be interrupted from Python, so a watchdog thread ends the process
 (exit status 75, a line saying why) once a transaction has been open longer than the
 transaction timeout - by then the broker has aborted it anyway. The runner restarts the
-worker as it restarts any stage that exited on its own, and notes it in the result; the
-new instance fences the old one and reads the batch again.
+worker as it restarts any stage that exited on its own, and reports it as an unplanned exit
+(a finding of the result, with the worker's "stuck: ..." line); the new instance fences
+the old one and reads the batch again.
 """
 
 from __future__ import annotations
