@@ -41,7 +41,9 @@ class InconclusiveFailure(Failure):
                    "[default: all, or the --control's semantics].")
 @click.option("--faults", "-f", default=None, metavar="LIST",
               help="Faults to inject: kill-broker, kill-consumer, kill-driver, drop-acks, "
-                   "and with --brokers 2 or more kill-leader, pause-broker, with "
+                   "and with --brokers 2 or more kill-leader, pause-broker and the network "
+                   "partitions partition-leader, isolate-zookeeper, split, cut-link, "
+                   "slow-net (root on Linux: the cluster runs in network namespaces), with "
                    "--spark-master and --semantics exactly-once kill-executor "
                    "(comma-separated), or none: a plain run, reported as such "
                    "[default: kill-broker,kill-consumer,kill-driver,drop-acks, or the "

@@ -12,6 +12,7 @@ per fault, whether it **landed** and what it did, in one sentence and in numbers
 | ``pause-broker`` | the broker was running when ``SIGSTOP`` hit it | its pid, how long it was paused |
 | ``kill-consumer``, ``kill-driver`` | the stage's process was running when it was killed | its pid, what it was (``target``: ``SPARK_DRIVER``, or a consumer or reader when the stage has no Spark driver), where in its work the kill landed, how long it was down; for the Spark copy job, the batch window (``window``, see ``workloads.delivery``) |
 | ``drop-acks`` | the proxy dropped at least one Produce response | how many |
+| ``partition-leader``, ``isolate-zookeeper``, ``split``, ``cut-link``, ``slow-net`` | the cut was applied (``faults.partitions``) | what was cut (which broker led what, which ZooKeeper node, which halves or link), how long, and who led each partition while it was cut |
 | ``kill-executor`` | a live executor JVM of the copy job's application was SIGKILLed (its pid found on this machine) | its pid, executor and application ids, the batch it hit and how many tasks were running on it; from the heal: the executor(s) that replaced it and ran tasks (``replaced_by``, ``replacement_s``), the tasks that died with the killed executor (``lost_tasks``; written batches show they ran again), the first batch written after the kill (``batch_after``); ``recovered`` when both a replacement ran tasks and a batch was written |
 
 A planned fault with no ``inject`` event was **skipped** (not landed). ``verdict`` turns the
@@ -108,6 +109,8 @@ def _outcome(inject: FaultEvent, heal: FaultEvent | None,
                             {"dropped": dropped, "rate": done.get("rate")})
     if name == "kill-executor":
         return _executor_outcome(done, healed, heal is not None, at_s, elapsed_s)
+    if done.get("signal") == "network":
+        return _network_outcome(name, done, healed, at_s, elapsed_s)
     pid = done.get("pid")
     running = bool(done.get("running", pid is not None)) and pid is not None
     detail: dict[str, Any] = {"pid": pid, "running": running}
@@ -147,6 +150,33 @@ def _outcome(inject: FaultEvent, heal: FaultEvent | None,
         effect += (f"; clients answered again after the restart ({len(after)} acknowledged "
                    f"within {SEEN_AFTER_S:g} s)" if after else
                    "; no acknowledgement after the restart")
+    return FaultOutcome(name, at_s, elapsed_s, True, effect, detail)
+
+
+def _network_outcome(name: str, done: dict, healed: dict, at_s: float,
+                     elapsed_s: float | None) -> FaultOutcome:
+    """A network partition: landed when it was applied (the isolation layer's rules in
+    place); the caption says what was cut, for how long, and who led meanwhile."""
+    detail: dict[str, Any] = {key: done[key] for key in (
+        "caption", "broker", "led", "zookeeper", "follower", "minority", "majority",
+        "leaders") if key in done}
+    effect = str(done.get("caption", name))
+    if healed:
+        detail["cut_s"] = healed.get("cut_s")
+        detail["leaders_meanwhile"] = meanwhile = healed.get("leaders_meanwhile", {})
+        if detail["cut_s"] is not None:
+            effect += f" for {detail['cut_s']:g} s"
+        before = done.get("leaders", {})
+        if meanwhile and meanwhile != before:
+            moved = sorted(p for p in meanwhile if before.get(p) != meanwhile[p])
+            effect += "; led meanwhile: " + ", ".join(
+                f"partition {p} by broker {meanwhile[p]}" for p in moved)
+        elif meanwhile:
+            effect += "; the leaders stayed where they were"
+        else:
+            effect += "; no broker answered for the leaders meanwhile"
+    else:
+        effect += "; never healed"
     return FaultOutcome(name, at_s, elapsed_s, True, effect, detail)
 
 

@@ -167,6 +167,10 @@ def _short(outcome) -> str:
     detail = outcome.detail
     if outcome.name == "drop-acks":
         facts = [f"{detail.get('dropped')} dropped"]
+    elif "caption" in detail:  # a network partition
+        facts = [detail["caption"]]
+        if detail.get("cut_s") is not None:
+            facts.append(f"cut {detail['cut_s']:.1f} s")
     elif outcome.name == "kill-executor":
         facts = [f"pid {detail.get('pid')}", f"executor {detail.get('executor_id')}"]
         if detail.get("batch") is not None:

@@ -62,6 +62,7 @@ from rich.markup import escape
 
 from ..broker.process import BrokerProcess
 from .checker import CheckResult, UnplannedExit, check
+from .faults.partitions import CutLink, IsolateZooKeeper, PartitionLeader, SlowNet, Split
 from .faults import (ClusterTarget, DropAcks, KillBroker, KillClusterBroker, KillDelivery,
                      KillExecutor, KillLeader, Nemesis, PauseBroker)
 from .faults.nemesis import MAX_DELAY_S
@@ -122,12 +123,22 @@ def preflight(scenario: Scenario) -> FaultSchedule:
         _check_spark()
     if scenario.is_cluster:
         _check_zookeeper()
+    if scenario.network_faults:
+        _check_isolation(scenario.network_faults)
     if scenario.bootstrap is not None:
         _check_reachable(scenario.bootstrap)
     if scenario.on_spark_cluster and scenario.spark_master != STANDALONE:
         _check_spark_master(scenario)
     _prepare_out(scenario)
     return schedule
+
+
+def _check_isolation(faults: list[str]) -> None:
+    from ..cluster.isolation import missing_prerequisites
+    missing = missing_prerequisites()
+    if missing:
+        raise BadInput(f"{' and '.join(faults)} cut a cluster the run starts in network "
+                       f"namespaces, which needs {', '.join(missing)}")
 
 
 def _check_spark() -> None:
@@ -368,8 +379,12 @@ class Runner:
         settings = {**scenario.broker_settings, **CLUSTER_SETTINGS,
                     "default.replication.factor": replication,
                     "offsets.topic.replication.factor": replication}
+        # network partitions: every broker and ZooKeeper node in a namespace of its own,
+        # and three ZooKeeper nodes (a minority cut off must change nothing)
+        isolated = bool(scenario.network_faults)
         cluster = self.cluster = LocalCluster(self.out / "cluster", scenario.brokers,
-                                              settings=settings)
+                                              settings=settings, isolated=isolated,
+                                              zookeepers=3 if isolated else 1)
         self.children.add_cluster(cluster)  # before start: a half-started one is stopped
         try:
             cluster.start()
@@ -377,10 +392,14 @@ class Runner:
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise RunFailed(f"the cluster did not start: {first} (logs in "
                             f"{self.out / 'cluster'})") from None
-        zookeeper, view = cluster.zookeeper, self.view
-        assert zookeeper is not None and view is not None  # started; made by run()
-        view.event(f"ZooKeeper pid {zookeeper.pid} on {zookeeper.connect_string}, "
-                   f"session timeout {SESSION_TIMEOUT_MS} ms")
+        view = self.view
+        assert cluster.ensemble is not None and view is not None  # started; made by run()
+        for server_id, node in cluster.ensemble.nodes.items():
+            view.event(f"ZooKeeper {server_id} pid {node.pid} on {node.connect_string}, "
+                       f"session timeout {SESSION_TIMEOUT_MS} ms")
+        if cluster.network is not None:
+            view.event(f"isolated: every broker and ZooKeeper node in a network namespace of "
+                       f"its own on bridge {cluster.network.bridge}")
         for node_id, broker in cluster.brokers.items():
             view.event(f"broker {node_id} pid {broker.pid} on {broker.bootstrap}, "
                        f"log {broker.log_path}")
@@ -611,6 +630,9 @@ class _SemanticsRun:
             faults["kill-broker"] = KillClusterBroker(self.target)
             faults["kill-leader"] = KillLeader(self.target)
             faults["pause-broker"] = PauseBroker(self.target)
+            if self.runner.cluster is not None and self.runner.cluster.network is not None:
+                for fault in (PartitionLeader, IsolateZooKeeper, Split, CutLink, SlowNet):
+                    faults[fault.name] = fault(self.target)
         if proxy is not None:
             control = self.scenario.control_of(self.semantics)
             silent = control is not None and control.anomaly == "reordered"  # see CONTROLS

@@ -57,7 +57,8 @@ from pathlib import Path
 from typing import Any
 
 from .checker import SEMANTICS, TRANSACTIONAL, normalize_semantics
-from .schedule import CLUSTER_FAULTS, SPARK_CLUSTER_FAULTS, FaultSchedule, parse_faults
+from .schedule import (CLUSTER_FAULTS, NETWORK_FAULTS, SPARK_CLUSTER_FAULTS, FaultSchedule,
+                       parse_faults)
 
 __all__ = ["BadInput", "CONTROLS", "Control", "DEFAULT_FAULTS", "EXACTLY_ONCE_STAGES",
            "ISOLATION_LEVELS", "RunFailed", "Scenario"]
@@ -289,6 +290,11 @@ class Scenario:
     @property
     def is_cluster(self) -> bool:
         return self.brokers >= 2
+
+    @property
+    def network_faults(self) -> list[str]:
+        """The network partitions asked for: the cluster then starts isolated."""
+        return [name for name in self.faults if name in NETWORK_FAULTS]
 
     @property
     def replication_factor(self) -> int:

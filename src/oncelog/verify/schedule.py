@@ -19,6 +19,12 @@ later:
 - ``kill-executor`` (a Spark cluster only, ``--spark-master``) — ``kill -9`` an executor of
   the Spark copy job mid-batch; ``duration_s`` (1-3 s) later, the heal starts watching Spark
   replace it (``faults.executor``).
+- Network partitions (a cluster only, started isolated: root on Linux; ``faults.partitions``)
+  — ``partition-leader`` (the leader cut off from everything), ``isolate-zookeeper`` (one
+  ZooKeeper node of three), ``split`` (the leader and one ZooKeeper node against the rest),
+  ``cut-link`` (the leader's packets to one follower dropped), each for ``duration_s`` (3-10
+  s: shorter and longer than the 5 s session; ``cut-link`` 3-8 s), and ``slow-net`` (brokers
+  10 +- 5 ms apart with 1 % loss, 5-10 s).
 
 Which broker a cluster fault hits is only known when it happens (who leads what by then),
 so it is not in the schedule; a seeded pick among brokers is derived from the seed and the
@@ -47,15 +53,21 @@ from typing import Any
 
 from .checker import normalize_semantics
 
-__all__ = ["CLUSTER_FAULTS", "FAULTS", "MAX_COUNT", "MIN_GAP_S", "SPARK_CLUSTER_FAULTS",
+__all__ = ["CLUSTER_FAULTS", "FAULTS", "MAX_COUNT", "MIN_GAP_S", "NETWORK_FAULTS",
+           "SPARK_CLUSTER_FAULTS",
            "FaultSchedule", "ScheduledFault", "parse_faults", "random_seed"]
 
+# network partitions: need a cluster the run starts isolated (root on Linux)
+NETWORK_FAULTS = ("partition-leader", "isolate-zookeeper", "split", "cut-link", "slow-net")
 FAULTS = ("kill-broker", "kill-consumer", "kill-driver", "drop-acks", "kill-leader",
-          "pause-broker", "kill-executor")
-CLUSTER_FAULTS = ("kill-leader", "pause-broker")  # need a cluster: --brokers 2 or more
+          "pause-broker", "kill-executor", *NETWORK_FAULTS)
+# need a cluster: --brokers 2 or more
+CLUSTER_FAULTS = ("kill-leader", "pause-broker", *NETWORK_FAULTS)
 SPARK_CLUSTER_FAULTS = ("kill-executor",)         # need a Spark cluster: --spark-master
 MAX_COUNT = {"kill-broker": 3, "kill-consumer": 3, "kill-driver": 2, "drop-acks": 2,
-             "kill-leader": 3, "pause-broker": 2, "kill-executor": 2}
+             "kill-leader": 3, "pause-broker": 2, "kill-executor": 2,
+             "partition-leader": 2, "isolate-zookeeper": 2, "split": 2, "cut-link": 2,
+             "slow-net": 1}
 MIN_GAP_S = 2.0
 WINDOW = (0.15, 0.85)  # faults happen within this fraction of the run
 
@@ -63,7 +75,9 @@ WINDOW = (0.15, 0.85)  # faults happen within this fraction of the run
 _DURATION_MS = {"kill-broker": (1000, 3000), "kill-consumer": (1000, 3000),
                 "kill-driver": (1000, 3000), "drop-acks": (2000, 5000),
                 "kill-leader": (1000, 3000), "pause-broker": (2000, 9000),
-                "kill-executor": (1000, 3000)}
+                "kill-executor": (1000, 3000), "partition-leader": (3000, 10000),
+                "isolate-zookeeper": (3000, 10000), "split": (3000, 10000),
+                "cut-link": (3000, 8000), "slow-net": (5000, 10000)}
 
 
 @dataclass(frozen=True)
@@ -157,9 +171,8 @@ def random_seed() -> int:
 def _validate_name(name: str) -> str:
     normalized = name.strip().lower()
     if normalized not in FAULTS:
-        raise ValueError(f"unknown fault {name!r}; valid faults are kill-broker, "
-                         "kill-consumer, kill-driver, drop-acks, kill-leader, "
-                         "pause-broker and kill-executor")
+        raise ValueError(f"unknown fault {name!r}; valid faults are {', '.join(FAULTS[:-1])} "
+                         f"and {FAULTS[-1]}")
     return normalized
 
 
@@ -204,6 +217,8 @@ def _params(rng: random.Random, kind: str, duration_ms: int) -> dict[str, Any]:
         params.update(rate=rng.randint(30, 70) / 100, mode="close", seed=rng.randrange(2**31))
     elif kind == "pause-broker":
         params["signal"] = "SIGSTOP"  # healed with SIGCONT
+    elif kind in NETWORK_FAULTS:
+        params["signal"] = "network"  # packets dropped or delayed, healed by removing that
     else:
         params["signal"] = "SIGKILL"
     return params

@@ -44,8 +44,9 @@ def test_an_unknown_fault_is_one_sentence_naming_the_valid_ones():
         FaultSchedule.generate(1, ["kill-broker", "unplug-datacenter"], 60, "all")
     message = str(error.value)
     assert message == ("unknown fault 'unplug-datacenter'; valid faults are kill-broker, "
-                       "kill-consumer, kill-driver, drop-acks, kill-leader, pause-broker and "
-                       "kill-executor")
+                       "kill-consumer, kill-driver, drop-acks, kill-leader, pause-broker, "
+                       "kill-executor, partition-leader, isolate-zookeeper, split, cut-link "
+                       "and slow-net")
     assert "\n" not in message
 
 
@@ -53,7 +54,7 @@ def test_a_known_cluster_schedule_is_stable_across_releases():
     """The cluster faults' golden schedule: kill-leader is a kill -9 for 1-3 s like the
     other kills; pause-broker is a SIGSTOP for 2-9 s, healed with SIGCONT. Which broker
     each hits is decided when it happens, so it is not in the schedule."""
-    schedule = FaultSchedule.generate(31, list(CLUSTER_FAULTS), 25, "at-least-once")
+    schedule = FaultSchedule.generate(31, ["kill-leader", "pause-broker"], 25, "at-least-once")
     assert list(schedule) == [
         ScheduledFault(4.104, "kill-leader", {"duration_s": 1.961, "signal": "SIGKILL"}),
         ScheduledFault(8.864, "pause-broker", {"duration_s": 8.258, "signal": "SIGSTOP"}),
@@ -68,6 +69,23 @@ def test_adding_the_cluster_faults_left_every_older_schedule_alone():
     assert not {fault.name for fault in schedule} & set(CLUSTER_FAULTS)
     assert schedule == FaultSchedule.generate(2024, older, 90, "all")
     assert set(CLUSTER_FAULTS) < set(FAULTS)
+
+
+def test_network_partitions_are_scheduled_like_the_other_cluster_faults():
+    """Each network partition lasts on either side of the 5 s session (cut-link 3-8 s,
+    slow-net 5-10 s), and asking for them leaves the older kinds' draws alone."""
+    from oncelog.verify.schedule import NETWORK_FAULTS
+    assert set(NETWORK_FAULTS) < set(CLUSTER_FAULTS) < set(FAULTS)
+    durations: dict[str, list[float]] = {}
+    for seed in range(40):
+        for fault in FaultSchedule.generate(seed, list(NETWORK_FAULTS), 120, "at-least-once"):
+            assert fault.params["signal"] == "network"
+            durations.setdefault(fault.name, []).append(fault.params["duration_s"])
+    assert set(durations) == set(NETWORK_FAULTS)
+    for name in ("partition-leader", "isolate-zookeeper", "split"):
+        assert min(durations[name]) < 5 < max(durations[name]) <= 10
+    assert 3 <= min(durations["cut-link"]) and max(durations["cut-link"]) <= 8
+    assert 5 <= min(durations["slow-net"]) and max(durations["slow-net"]) <= 10
 
 
 def test_pauses_sometimes_outlast_the_verify_clusters_zookeeper_session():
@@ -125,6 +143,15 @@ def test_timeline_pairs_every_injection_with_its_heal():
 @given(seed=st.integers(0, 2**64), duration_s=st.floats(45, 1800),
        kinds=st.lists(st.sampled_from(FAULTS), unique=True, max_size=len(FAULTS)))
 def test_any_schedule_is_well_spaced_and_complete(seed, duration_s, kinds):
+    # every kind at its shortest, with the gaps between, inside the middle 70 % of the run:
+    # all twelve kinds need about 69 s (the network partitions last 3 s or more each)
+    from oncelog.verify.schedule import _DURATION_MS
+    shortest_s = (sum(_DURATION_MS[kind][0] for kind in kinds) / 1000
+                  + MIN_GAP_S * max(0, len(kinds) - 1)) / (WINDOW[1] - WINDOW[0])
+    if duration_s < shortest_s:
+        with pytest.raises(ValueError, match="too short for these faults"):
+            FaultSchedule.generate(seed, kinds, duration_s, "all")
+        return
     schedule = FaultSchedule.generate(seed, kinds, duration_s, "all")
     assert schedule == FaultSchedule.generate(seed, kinds, duration_s, "all")
     assert schedule.requested == tuple(kinds)
