@@ -73,3 +73,28 @@ def test_faults_need_an_isolated_cluster(tmp_path):
     cluster = LocalCluster(tmp_path, 1)
     with pytest.raises(IsolationError, match="isolated cluster"):
         cluster.isolate(1)
+
+
+def test_the_acks_table_shows_what_a_cut_off_leader_loses(tmp_path):
+    """The acks table's network-partition rows (issue 31), one cycle each: a leader cut off
+    from ZooKeeper and its followers while the producer still reaches it. acks=1 loses what
+    the old leader took alone until its lease ran out; acks=all with min.insync.replicas=2
+    loses nothing and is unavailable instead; with the ISR shrunk to the leader first, an
+    unclean election loses what it wrote alone."""
+    from oncelog.cluster.acks_table import ROWS, AcksTable
+    rows = tuple(row for row in ROWS if row.cycle.endswith("partitioned"))
+    assert [row.label for row in rows] == ["acks=1, leader cut off",
+                                           "acks=all, min.insync=2, leader cut off",
+                                           "unclean on, leader cut off"]
+    lines: list[str] = []
+    results = {r.row.label: r for r in AcksTable(tmp_path, cycles=1, rows=rows,
+                                                 progress=lines.append).run()}
+    assert "network namespace" in lines[0]
+    acks_one = results["acks=1, leader cut off"]
+    assert acks_one.acknowledged > 1000 and acks_one.lost > 0, lines
+    safe = results["acks=all, min.insync=2, leader cut off"]
+    assert safe.acknowledged > 1000 and safe.lost == 0 and safe.unavailable_s >= 3, lines
+    unclean = results["unclean on, leader cut off"]
+    assert unclean.acknowledged > 1000 and unclean.lost > 0, lines
+    for result in results.values():
+        assert result.kills == 1 and "ZooKeeper" in result.events[0]

@@ -16,6 +16,24 @@ one of two ways (a *cycle*):
   otherwise the partition stays offline until the old leader is restarted (10 s later,
   past the 6 s session in which an unclean election happens).
 
+With root on Linux (``ip`` and ``nft``: ``cluster.isolation``) the cluster runs isolated - each
+broker and ZooKeeper in a network namespace of its own - and three rows fail the leader by
+**network partitions** instead (Jepsen's 2013 case), the producer in the root namespace
+still reaching every broker:
+
+- ``leader-partitioned``: the leader is cut off from ZooKeeper and from its followers
+  (``split``) for ``PARTITION_S``, longer than the ZooKeeper session; the controller elects a
+  follower from the ISR. Until its leadership lease runs out the old leader still takes
+  acks=1 writes that no follower will ever fetch: lost when the partition heals and it
+  truncates to the new leader's log. acks=all with ``min.insync.replicas=2`` cannot be
+  acknowledged without a follower, so nothing is lost - unavailable instead.
+- ``isr-shrinks-then-leader-partitioned``: first the followers are cut from the leader
+  alone (it still reaches ZooKeeper), long enough for it to shrink the ISR to itself and go
+  on alone; then it is cut from ZooKeeper too. Only an unclean election replaces it, losing
+  what it wrote alone.
+
+Without root those rows are left out, with one line saying why.
+
 One producer per row sends unique ids at a steady rate throughout (confluent-kafka,
 retries on, not idempotent, as the classic at-least-once producer). Per row:
 acknowledged (delivery reports without error; with acks=0 every record sent counts), lost
@@ -50,6 +68,8 @@ LONG_PAUSE_S = 3.5     # > replica.lag.time.max.ms, < the ZooKeeper session
 RESTART_AFTER_S = 3.0  # the killed leader comes back this long after a new one was elected ...
 LATE_RESTART_AFTER_S = 10.0  # ... or, when the ISR had shrunk to it, this long: long
                              # past the session, so an unclean election has happened by then
+PARTITION_S = 9.0      # a leader cut off: past the 6 s session, so the others elect
+PARTITION_CYCLES = ("leader-partitioned", "isr-shrinks-then-leader-partitioned")
 
 
 @dataclass(frozen=True)
@@ -69,6 +89,10 @@ ROWS = (
     Row("unclean election on", "all", 1, True, "isr-shrinks-then-leader-dies"),
     Row("unclean election off", "all", 1, False, "isr-shrinks-then-leader-dies"),
     Row("unclean on, min.insync=2", "all", 2, True, "isr-shrinks-then-leader-dies"),
+    # network partitions (an isolated cluster: root on Linux)
+    Row("acks=1, leader cut off", "1", 1, False, "leader-partitioned"),
+    Row("acks=all, min.insync=2, leader cut off", "all", 2, False, "leader-partitioned"),
+    Row("unclean on, leader cut off", "all", 1, True, "isr-shrinks-then-leader-partitioned"),
 )
 
 
@@ -104,11 +128,24 @@ class AcksTable:
         self.cluster: LocalCluster | None = None
 
     def run(self) -> list[RowResult]:
+        from .isolation import missing_prerequisites
+        rows = self.rows
+        partitioned = [row for row in rows if row.cycle in PARTITION_CYCLES]
+        missing = missing_prerequisites() if partitioned else []
+        if missing or self.zookeeper_connect:
+            rows = tuple(row for row in rows if row not in partitioned)
+            if partitioned:
+                why = ", ".join(missing) if missing else "a ZooKeeper of your own"
+                self.progress(f"the network-partition rows are left out: they need {why}")
+        isolated = bool(partitioned) and len(rows) == len(self.rows)
         self.cluster = LocalCluster(self.data_dir, 3, settings=CLUSTER_SETTINGS,
-                                    zookeeper_connect=self.zookeeper_connect)
+                                    zookeeper_connect=self.zookeeper_connect,
+                                    isolated=isolated)
         with self.cluster:
-            self.progress(f"cluster up: {self.cluster.bootstrap}")
-            return [self._run_row(index, row) for index, row in enumerate(self.rows)]
+            self.progress(f"cluster up: {self.cluster.bootstrap}"
+                          + (" (each broker in a network namespace of its own)"
+                             if isolated else ""))
+            return [self._run_row(index, row) for index, row in enumerate(rows)]
 
     # -- one row -------------------------------------------------------------------------
 
@@ -149,6 +186,9 @@ class AcksTable:
         return result
 
     def _cycle(self, topic: str, row: Row, result: RowResult) -> None:
+        if row.cycle in PARTITION_CYCLES:
+            self._partition_cycle(topic, row, result)
+            return
         cluster = self.cluster
         assert cluster is not None  # started by run()
         leader = self._wait_healthy(topic)
@@ -173,12 +213,36 @@ class AcksTable:
         time.sleep(LATE_RESTART_AFTER_S if long_pause else RESTART_AFTER_S)
         cluster.restart(leader)
 
-    def _wait_for_new_leader(self, topic: str, old: int, timeout_s: float = 60.0) -> None:
+    def _partition_cycle(self, topic: str, row: Row, result: RowResult) -> None:
+        cluster = self.cluster
+        assert cluster is not None and cluster.network is not None  # isolated by run()
+        leader = self._wait_healthy(topic)
+        followers = [n for n in cluster.brokers if n != leader]
+        zookeepers = [n for n in cluster.network.nodes if n.startswith("zookeeper-")]
+        if row.cycle == "isr-shrinks-then-leader-partitioned":
+            alone = cluster.split([leader], followers)  # it still reaches ZooKeeper
+            time.sleep(LONG_PAUSE_S)  # > replica.lag.time.max.ms: the ISR shrinks to it
+            cluster.heal(alone)
+        cut = cluster.split([leader], [*followers, *zookeepers])
+        result.kills += 1
+        result.events.append(f"cut leader {leader} off from {followers} and ZooKeeper for "
+                             f"{PARTITION_S:g} s")
+        try:
+            time.sleep(PARTITION_S)
+            if not row.unclean and row.cycle == "leader-partitioned":
+                self._wait_for_new_leader(topic, leader, ask=followers)
+        finally:
+            cluster.heal(cut)
+
+    def _wait_for_new_leader(self, topic: str, old: int, timeout_s: float = 60.0,
+                             ask: list[int] | None = None) -> None:
         deadline = time.monotonic() + timeout_s
         admin = self._admin()
         while time.monotonic() < deadline:
             try:
-                leader = admin.list_topics(topic, timeout=3).topics[topic].partitions[0].leader
+                leader = (self._leader_as_seen_by(topic, ask) if ask
+                          else admin.list_topics(topic, timeout=3).topics[topic]
+                          .partitions[0].leader)
                 if leader >= 0 and leader != old:
                     return
             except Exception:
@@ -192,6 +256,17 @@ class AcksTable:
         from confluent_kafka.admin import AdminClient
         return AdminClient({"bootstrap.servers": self.cluster.bootstrap,
                             "logger": _quiet_logger()})
+
+    def _leader_as_seen_by(self, topic: str, brokers: list[int]) -> int:
+        """The partition's leader as the first of ``brokers`` that answers says (asked of
+        each directly: a leader cut off from ZooKeeper may not know it was replaced)."""
+        from ..client.metadata import fetch_metadata
+        cluster = self.cluster
+        assert cluster is not None  # started by run()
+        answer = fetch_metadata(",".join(cluster.broker(n).bootstrap for n in brokers),
+                                [topic], timeout_s=3)
+        found = next(t for t in answer.topics if t.name == topic)
+        return found.partitions[0].leader_id if found.partitions else -1
 
     def _wait_healthy(self, topic: str, timeout_s: float = 60.0) -> int:
         """Until the partition has a leader and all three replicas in sync; its leader."""
