@@ -105,7 +105,7 @@ class ClusterTopics(Topics):
 # -- the steady producer (its own process) -------------------------------------------------
 
 def steady_producer(connection, stop, acked_sent, bootstrap: str, topic: str, rate: float,
-                    value_size: int) -> None:
+                    value_size: int, extra: dict | None = None) -> None:
     """Send ``rate`` values/s (acks=all, linger.ms=0) until ``stop``; report every
     acknowledgement as (sequence, send time, acknowledgement time), ``time.time()``, which the
     parent's fault timestamps share (same machine, same clock)."""
@@ -132,7 +132,8 @@ def steady_producer(connection, stop, acked_sent, bootstrap: str, topic: str, ra
         quiet.setLevel(logging.CRITICAL)
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
                              "enable.idempotence": False, "compression.type": "none",
-                             "message.timeout.ms": 120_000, "logger": quiet})
+                             "message.timeout.ms": 120_000, "logger": quiet,
+                             **(extra or {})})
         producer.list_topics(topic, timeout=30)
         padding = os.urandom(value_size - LATENCY_HEADER.size)
         interval = 1.0 / rate
@@ -160,13 +161,15 @@ def steady_producer(connection, stop, acked_sent, bootstrap: str, topic: str, ra
 
 
 class SteadyProducer:
-    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
+    def __init__(self, bootstrap: str, topic: str, rate: float,
+                 extra: dict | None = None) -> None:
         self.stop_event = SPAWN.Event()
         self.acked_sent = SPAWN.Value("d", 0.0, lock=False)
         self._receive, send = SPAWN.Pipe(duplex=False)
         self.process = SPAWN.Process(
             target=steady_producer, name="bench-steady-producer", daemon=True,
-            args=(send, self.stop_event, self.acked_sent, bootstrap, topic, rate, VALUE_BYTES))
+            args=(send, self.stop_event, self.acked_sent, bootstrap, topic, rate, VALUE_BYTES,
+                  extra))
         self.process.start()
         send.close()
 
