@@ -224,3 +224,32 @@ def test_isolated_start_without_ip_and_nft_says_so_and_makes_nothing(tmp_path):
     assert result.returncode == 1
     assert line.startswith("oncelog: network partitions need ") and "nft" in line, line
     assert not (tmp_path / "c").exists()
+
+
+@needs_namespaces
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_killed_isolated_cluster_start_leaves_a_network_the_next_start_removes(tmp_path):
+    """``kill -9`` of ``cluster start --isolated`` takes its processes along (parent-death
+    signal), not its namespaces, bridge and rules: nothing in the killed process can remove
+    them. The next ``cluster start`` in the folder finds their prefix in ``cluster.json``
+    and removes them before it starts."""
+    import os
+    import signal
+    with IsolatedCommand("--isolated", "--brokers", "1", "--data-dir", "c",
+                         cwd=tmp_path) as first:
+        first.bootstrap()
+        prefix = first.prefix()
+        children = first.children()
+        os.kill(first.process.pid, signal.SIGKILL)
+        first.process.wait(10)
+        assert gone_within(children, 20) == []
+        assert f"{prefix}-broker-1" in _namespaces()
+        with IsolatedCommand("--isolated", "--brokers", "1", "--data-dir", "c",
+                             cwd=tmp_path) as second:
+            removed = second.wait_for_line(r"^removed the network ")
+            assert removed.strip().endswith(f"named {prefix}*"), removed
+            second.bootstrap()
+            assert f"{prefix}-" not in _namespaces()
+            assert second.prefix() != prefix
+            assert second.interrupt() == 0, second.output

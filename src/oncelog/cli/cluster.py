@@ -64,6 +64,8 @@ def cluster_start(brokers, data_dir, first_port, settings, zookeepers, isolated)
     if owner is not None:
         raise Failure(f"a cluster already runs in {data_dir} (oncelog cluster start, pid "
                       f"{owner}); stop it first, or give another --data-dir")
+    subnet = (control.network(data_dir) or {}).get("subnet")  # the last run's, when free
+    _remove_stale_network(data_dir)
     if isolated:  # each broker has an address of its own, so every port is free there
         ports: list[int | None] = [first_port or ISOLATED_BROKER_PORT] * brokers
     else:
@@ -71,7 +73,8 @@ def cluster_start(brokers, data_dir, first_port, settings, zookeepers, isolated)
                  [port if port and _free(port) else None
                   for port in control.previous_ports(data_dir, brokers)])
     local = LocalCluster(data_dir, brokers, settings=dict(parse_pair(s) for s in settings),
-                         ports=ports, zookeepers=zookeepers, isolated=isolated)
+                         ports=ports, zookeepers=zookeepers, isolated=isolated,
+                         subnet=subnet)
     what = "ZooKeeper" if zookeepers == 1 else f"a {zookeepers}-node ZooKeeper ensemble"
     where = " each in a network namespace of its own" if isolated else ""
     click.echo(f"starting {what} and {brokers} brokers{where} in {data_dir} ...")
@@ -115,6 +118,27 @@ def cluster_start(brokers, data_dir, first_port, settings, zookeepers, isolated)
         click.echo("stopping the cluster ...")
         local.stop()
         click.echo("stopped")
+
+
+def _remove_stale_network(data_dir) -> None:
+    """The namespaces, bridge and rules an isolated ``cluster start`` in ``data_dir`` left
+    when it was killed (``kill -9`` takes its processes along, not its network), by the
+    prefix its ``cluster.json`` recorded; its owner is known dead here."""
+    from ..cluster import control
+    from ..cluster.isolation import (IsolationError, missing_prerequisites,
+                                     remove_isolated_networks)
+    prefix = (control.network(data_dir) or {}).get("prefix")
+    if not prefix or missing_prerequisites():
+        return
+    try:
+        removed = remove_isolated_networks(str(prefix))
+    except (IsolationError, ValueError) as error:
+        click.echo(f"oncelog: the network a previous cluster start left could not be "
+                   f"removed: {error}", err=True)
+        return
+    if removed:
+        click.echo(f"removed the network a killed cluster start left in {data_dir}: "
+                   f"{len(removed)} namespaces, interfaces and tables named {prefix}*")
 
 
 def _echo_network(network, data_dir) -> None:
