@@ -86,3 +86,15 @@ def test_faults_need_isolated_true(tmp_path):
     from oncelog.testing.cluster import Cluster
     with pytest.raises(IsolationError, match="isolated cluster"):
         Cluster(tmp_path, 1).isolate(1)  # checked before anything runs
+
+
+def test_the_network_partition_example_in_docs_passes(run_user_tests):
+    """docs/testing.md's "Network partitions" example, run as a user's test file (as the
+    recipes are), so it cannot rot; it consumes while the leader is still isolated."""
+    import re
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text()
+    section = doc.split("\n## Network partitions\n", 1)[1].split("\n## ", 1)[0]
+    [example] = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    result = run_user_tests(example, timeout=240)
+    result.assert_outcomes(passed=1)
