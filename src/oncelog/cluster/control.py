@@ -2,8 +2,10 @@
 
 ``cluster.json``, the running cluster: the pid of the ``cluster start`` that owns it (with the
 time that process started, so a later process that reused the pid is not taken for it),
-ZooKeeper's connect string and per node its address, pid and log, and per broker its pid,
-address, log and command line. It is written after the cluster started and after every
+ZooKeeper's connect string and per node its address, pid and log, per broker its pid,
+address, log and command line, and for a cluster started with ``--isolated`` its network: the
+name prefix of its namespaces, its subnet, each node's address and the faults applied now
+(``network`` is null otherwise). It is written after the cluster started and after every
 change, atomically (a temporary file renamed over it), and read by:
 
 - ``cluster restart-broker N``, which asks the owner to restart broker N;
@@ -20,6 +22,13 @@ loop restarts broker N itself - so the broker stays its child: Ctrl-C stops it w
 others, and it dies with the owner - then writes ``restart-broker-N-<token>.result`` (JSON:
 ``{"pid": ..., "bootstrap": ...}`` or ``{"error": "one sentence"}``) and removes the
 request. Files rather than a Unix socket, whose path may not exceed 107 bytes.
+
+``network-<token>.request`` is how ``cluster partition ...``, ``cluster heal`` and ``cluster
+partition list`` ask, the same way: the request holds one JSON object (``{"action":
+"isolate", "nodes": ["broker-2"]}``, written to a temporary file and renamed, so the owner
+never reads half of one), the owner applies it to the network it created - the nftables rules
+and the delay relays live in that process - and answers ``{"caption": ...}``, ``{"faults":
+[...]}`` or ``{"error": "one sentence"}`` in ``network-<token>.result``.
 """
 
 from __future__ import annotations
@@ -77,6 +86,11 @@ def write_state(data_dir: Path, local) -> None:
             "pid": process.pid, "bootstrap": process.bootstrap, "port": process.port,
             "log": str(process.log_path), "command": process.command()}
             for node_id, process in local.brokers.items()},
+        "network": None if local.network is None else {
+            "prefix": local.network.prefix, "subnet": str(local.network.subnet),
+            "bridge": local.network.bridge,
+            "nodes": {node: local.network.address(node) for node in local.network.nodes},
+            "faults": [fault.caption for fault in local.network.faults()]},
     }
     temporary = data_dir / f".{STATE_FILE}.{os.getpid()}"
     temporary.write_text(json.dumps(state, indent=1) + "\n")
@@ -115,6 +129,12 @@ def wait_for_exit(pid: int, started: int | None, timeout_s: float) -> bool:
     return True
 
 
+def network(data_dir: Path) -> dict | None:
+    """The network of the isolated cluster started in ``data_dir`` (prefix, subnet, bridge,
+    node -> address, the faults' captions), or None."""
+    return (read_state(data_dir) or {}).get("network")
+
+
 def previous_ports(data_dir: Path, brokers: int) -> list[int | None]:
     """Per broker 1..``brokers``: the port it had when the cluster last ran here, or None."""
     recorded = ((read_state(data_dir) or {}).get("brokers")) or {}
@@ -123,9 +143,8 @@ def previous_ports(data_dir: Path, brokers: int) -> list[int | None]:
 
 # -- restart requests -----------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class RestartRequest:
-    node_id: int
+class _RequestFile:
+    """A request file and its result beside it (``<name>.request``, ``<name>.result``)."""
     path: Path
 
     @property
@@ -137,6 +156,16 @@ class RestartRequest:
         temporary.write_text(json.dumps(result) + "\n")
         temporary.replace(self.result_path)
         self.path.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class RestartRequest(_RequestFile):
+    node_id: int
+    path: Path
+
+    @property
+    def what(self) -> str:
+        return f"restart broker {self.node_id}"
 
 
 def ask_restart(data_dir: Path, node_id: int) -> RestartRequest:
@@ -155,7 +184,44 @@ def pending_requests(data_dir: Path) -> list[RestartRequest]:
     return requests
 
 
-def wait_for_answer(request: RestartRequest, owner_pid: int, timeout_s: float) -> dict:
+# -- network requests -----------------------------------------------------------------------
+
+NETWORK_REQUEST = "network-"
+
+
+@dataclass(frozen=True)
+class NetworkRequest(_RequestFile):
+    """One ``cluster partition ...``/``cluster heal`` request: ``action`` is the JSON object
+    the asking command wrote (``{}`` when the file could not be read as one)."""
+    action: dict
+    path: Path
+
+    @property
+    def what(self) -> str:
+        return f"apply {self.action.get('action', 'a network request')}"
+
+
+def ask_network(data_dir: Path, action: dict) -> NetworkRequest:
+    path = data_dir / f"{NETWORK_REQUEST}{secrets.token_hex(4)}{REQUEST_SUFFIX}"
+    temporary = path.with_suffix(".asking")
+    temporary.write_text(json.dumps(action) + "\n")
+    temporary.replace(path)
+    return NetworkRequest(action, path)
+
+
+def pending_network_requests(data_dir: Path) -> list[NetworkRequest]:
+    requests = []
+    for path in sorted(data_dir.glob(f"{NETWORK_REQUEST}*{REQUEST_SUFFIX}")):
+        try:
+            action = json.loads(path.read_text())
+        except (OSError, ValueError):
+            action = {}
+        requests.append(NetworkRequest(action if isinstance(action, dict) else {}, path))
+    return requests
+
+
+def wait_for_answer(request: RestartRequest | NetworkRequest, owner_pid: int,
+                    timeout_s: float) -> dict:
     """The owner's answer; ``{"error": ...}`` if the owner died or did not answer in time
     (the request is then withdrawn)."""
     deadline = time.monotonic() + timeout_s
@@ -174,5 +240,79 @@ def wait_for_answer(request: RestartRequest, owner_pid: int, timeout_s: float) -
         time.sleep(0.2)
     request.path.unlink(missing_ok=True)
     return {"error": f"the oncelog cluster start that runs the cluster (pid {owner_pid}) did "
-                     f"not restart broker {request.node_id} within {timeout_s:g} s; its "
-                     f"terminal may say why"}
+                     f"not {request.what} within {timeout_s:g} s; its terminal may say why"}
+
+
+# -- applying a network request (in the owner) ---------------------------------------------
+
+NOT_ISOLATED = "this cluster was not started with --isolated"
+
+
+def answer_network_request(local, action: dict) -> dict:
+    """What the owner answers to one network request, after applying it to ``local`` (a
+    started ``LocalCluster``): ``{"caption": ..., "faults": [...]}`` for a new fault,
+    ``{"healed": [...], "faults": []}`` for heal, ``{"faults": [...]}`` for list, or
+    ``{"error": "one sentence"}`` (nothing applied). Nodes are named as the user typed them:
+    a broker id (``2``), ``broker-N`` or ``zookeeper-N``."""
+    from .isolation import IsolationError
+    if local.network is None:
+        return {"error": NOT_ISOLATED}
+    kind = action.get("action")
+    try:
+        if kind == "list":
+            return {"faults": [fault.caption for fault in local.faults()]}
+        if kind == "heal":
+            healed = [fault.caption for fault in local.faults()]
+            local.heal()
+            return {"healed": healed, "faults": []}
+        fault = _apply_fault(local, kind, action)
+    except _Refused as refused:
+        return {"error": str(refused)}
+    except (ValueError, IsolationError, TypeError, KeyError) as error:
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return {"error": f"the {kind} request lacks {message}" if isinstance(error, KeyError)
+                else message}
+    return {"caption": fault.caption, "faults": [f.caption for f in local.faults()]}
+
+
+class _Refused(Exception):
+    """A request the owner turns down before touching the network: one sentence."""
+
+
+def _apply_fault(local, kind, action: dict):
+    if kind == "isolate":
+        return local.isolate(_node(local, action["node"]))
+    if kind == "split":
+        side_a, side_b = ([_node(local, node) for node in side] for side in action["sides"])
+        both = [node for node in side_a if node in side_b]
+        if both:
+            raise _Refused(f"{', '.join(dict.fromkeys(both))} on both sides of the split: "
+                           f"name each node on one side only")
+        if not side_a or not side_b:
+            raise _Refused("a split needs a node on each side")
+        return local.split(side_a, side_b)
+    if kind == "cut":
+        return local.cut(_node(local, action["from"]), _node(local, action["to"]))
+    if kind == "cut_from_zookeeper":
+        broker = _node(local, action["broker"])
+        if not broker.startswith("broker-"):
+            raise _Refused(f"{broker} is not a broker: only a broker is cut from ZooKeeper")
+        return local.cut_from_zookeeper(broker)
+    if kind == "slow":
+        other = action.get("to")
+        return local.slow(_node(local, action["node"]),
+                          None if other is None else _node(local, other),
+                          delay_ms=float(action.get("delay_ms", 0)),
+                          jitter_ms=float(action.get("jitter_ms", 0)),
+                          loss_percent=float(action.get("loss_percent", 0)))
+    raise _Refused(f"unknown network request {kind!r} (from another oncelog version?)")
+
+
+def _node(local, typed) -> str:
+    """``broker-N`` for a broker id, else the name as typed, once the network has it."""
+    name = f"broker-{typed}" if str(typed).isdigit() else str(typed)
+    nodes = local.network.nodes
+    if name not in nodes:
+        raise _Refused(f"this cluster has no node {typed} (its nodes: {', '.join(nodes)}; a "
+                       f"number is a broker id)")
+    return name

@@ -64,7 +64,7 @@ class LocalCluster:
     def __init__(self, data_dir: Path, brokers: int = 3, *, zookeeper_connect: str | None = None,
                  settings: dict[str, str] | None = None, host: str = "127.0.0.1",
                  ports: Sequence[int | None] | None = None, zookeepers: int = 1,
-                 isolated: bool = False) -> None:
+                 isolated: bool = False, subnet: str | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         if isolated and zookeeper_connect:
@@ -81,6 +81,7 @@ class LocalCluster:
         # isolated: the namespaces and bridge, made by start() (None until then, or not)
         self.isolated = isolated
         self.network: IsolatedNetwork | None = None
+        self._subnet = subnet  # isolated: tried first (the last run's, so nodes keep addresses)
 
     @property
     def zookeeper(self) -> ZooKeeperProcess | None:
@@ -120,14 +121,20 @@ class LocalCluster:
         return self
 
     def _create_network(self) -> None:
-        """The namespaces and bridge of an isolated cluster, on a /24 of 10.213.0.0/16 no
-        interface of this machine holds; the ZooKeeper ensemble is placed inside them."""
+        """The namespaces and bridge of an isolated cluster, on ``subnet`` when it was given
+        and is free, else a /24 of 10.213.0.0/16 no interface of this machine holds; the
+        ZooKeeper ensemble is placed inside them. (A broker back within its previous ZooKeeper
+        session is recognised only on its previous address: ``cluster start`` gives the last
+        run's subnet, as it gives the last run's ports on loopback.)"""
         names = [f"zookeeper-{n}" for n in range(1, self._zookeepers + 1)] + \
             [f"broker-{n}" for n in range(1, self._count + 1)]
         prefix = _network_prefix()
         start = (os.getpid() * 7 + _networks_made) % 250
-        for step in range(250):
-            network = IsolatedNetwork(prefix, f"10.213.{(start + step) % 250}.0/24")
+        subnets = [f"10.213.{(start + step) % 250}.0/24" for step in range(250)]
+        if self._subnet:
+            subnets.insert(0, self._subnet)
+        for subnet in subnets:
+            network = IsolatedNetwork(prefix, subnet)
             try:
                 network.create(names)
             except IsolationError as error:

@@ -17,8 +17,21 @@ sessions and replica lag), so a failover takes seconds.
 ``c.kill_zookeeper(n)`` kills node n (kill -9) and ``c.start_zookeeper(n)`` starts it again,
 so a test can take a minority of the ensemble away, or its leader.
 
+``cluster(isolated=True)`` (root on Linux, ``ip`` and ``nft``) puts every broker and every
+ZooKeeper node in a network namespace of its own (``oncelog.cluster.isolation``), so a test
+can partition the network under its application: ``c.isolate(node)``, ``c.split([...],
+[...])``, ``c.cut(a, b)``, ``c.cut_from_zookeeper(broker)``, ``c.slow(a, b, delay_ms=...,
+jitter_ms=..., loss_percent=...)``, ``c.heal()`` and ``c.network_faults()`` (the faults now),
+naming nodes by broker id or as ``broker-N``/``zookeeper-N``. ``c.faults`` stays the wire
+faults every proxy shares, as on ``Broker``. The proxies run in the root namespace, so a
+client of ``c.bootstrap`` is cut off from an isolated broker as any client would be: its
+requests there go unanswered (clients need short request timeouts and frequent metadata
+refreshes to move on - docs/testing.md). The namespaces go with the cluster, even when the
+test fails.
+
 Without Java or ZooKeeper, ``start()`` raises ``ClusterUnavailable`` with one line saying
-what to install; the pytest fixture fails with that line (it does not skip).
+what to install (with ``isolated=True`` and no root, ``ip`` or ``nft``, the line says which
+is missing); the pytest fixture fails with that line (it does not skip).
 """
 
 from __future__ import annotations
@@ -36,7 +49,11 @@ from ..cluster.zookeeper_process import ZooKeeperNotInstalled
 from .broker import FAST_SETTINGS, _track, _untrack, _WireFaultMethods, unique_name
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..broker.process import BrokerProcess
+    from ..cluster.isolation import Fault
+    from ..cluster.local import NodeName
     from ..cluster.zookeeper_ensemble import ZooKeeperEnsemble
     from ..cluster.zookeeper_process import ZooKeeperProcess
     from .wire import WireProxy
@@ -64,10 +81,11 @@ class ClusterUnavailable(RuntimeError):
 
 class Cluster(_WireFaultMethods):
     def __init__(self, data_dir: Path, brokers: int = 3, *,
-                 settings: dict[str, str] | None = None, zookeepers: int = 1) -> None:
+                 settings: dict[str, str] | None = None, zookeepers: int = 1,
+                 isolated: bool = False) -> None:
         self.local = LocalCluster(Path(data_dir), brokers,
                                   settings={**CLUSTER_SETTINGS, **(settings or {})},
-                                  zookeepers=zookeepers)
+                                  zookeepers=zookeepers, isolated=isolated)
         from .wire import WireFaults
         self.faults = WireFaults()
         self._addresses: dict[tuple[str, int], tuple[str, int]] = {}
@@ -96,10 +114,13 @@ class Cluster(_WireFaultMethods):
         return [*self.local.brokers.values(), *zookeepers]
 
     def start(self, timeout_s: float = 60.0) -> Cluster:
+        from ..cluster.isolation import IsolationUnavailable
         try:
             self.local.start(timeout_s)
         except ZooKeeperNotInstalled as error:
             raise ClusterUnavailable(f"{INSTALL_HINT} ({error})") from None
+        except IsolationUnavailable as error:
+            raise ClusterUnavailable(f"cluster(isolated=True): {error}") from None
         finally:
             self._track_all()
         from .wire import WireProxy
@@ -185,6 +206,38 @@ class Cluster(_WireFaultMethods):
         except (OSError, TypeError):
             return False
 
+    # -- network faults (isolated=True) ------------------------------------------------------
+
+    def isolate(self, node: NodeName) -> Fault:
+        """Cut one broker or ZooKeeper node off from everything, clients included."""
+        return self.local.isolate(node)
+
+    def split(self, side_a: Sequence[NodeName], side_b: Sequence[NodeName]) -> Fault:
+        """Two groups of nodes that cannot reach each other (clients reach both)."""
+        return self.local.split(side_a, side_b)
+
+    def cut(self, a: NodeName, b: NodeName) -> Fault:
+        """One directed link: ``a``'s packets to ``b`` dropped, ``b``'s to ``a`` delivered."""
+        return self.local.cut(a, b)
+
+    def cut_from_zookeeper(self, broker: NodeName) -> Fault:
+        """A broker cut from every ZooKeeper node only; clients and brokers still reach it."""
+        return self.local.cut_from_zookeeper(broker)
+
+    def slow(self, a: NodeName, b: NodeName | None = None, *, delay_ms: float = 0,
+             jitter_ms: float = 0, loss_percent: float = 0) -> Fault:
+        """Delay (TCP connections opened from now on), jitter and loss between ``a`` and
+        ``b``, or for all of ``a``'s traffic."""
+        return self.local.slow(a, b, delay_ms, jitter_ms, loss_percent)
+
+    def heal(self, fault: Fault | None = None) -> None:
+        """Remove one network fault, or all of them."""
+        self.local.heal(fault)
+
+    def network_faults(self) -> list[Fault]:
+        """The network faults applied now, oldest first (``str(fault)`` is its caption)."""
+        return self.local.faults()
+
     # -- topics and leaders ----------------------------------------------------------------
 
     def _admin(self):
@@ -239,12 +292,15 @@ class Cluster(_WireFaultMethods):
 
 @contextlib.contextmanager
 def cluster(brokers: int = 3, data_dir: Path | str | None = None, *,
-            settings: dict[str, str] | None = None, zookeepers: int = 1) -> Iterator[Cluster]:
+            settings: dict[str, str] | None = None, zookeepers: int = 1,
+            isolated: bool = False) -> Iterator[Cluster]:
     """ZooKeeper (``zookeepers`` nodes: 1, or an ensemble of 3, 5, ...) and ``brokers``
     brokers for the ``with`` block (data in ``data_dir``, or a temporary directory removed
-    afterwards), every process stopped by pid after it."""
+    afterwards), every process stopped by pid after it; ``isolated``: each in a network
+    namespace of its own, removed after the block, for ``isolate``, ``split`` and the rest."""
     directory = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="oncelog-cluster-"))
-    started = Cluster(directory, brokers, settings=settings, zookeepers=zookeepers)
+    started = Cluster(directory, brokers, settings=settings, zookeepers=zookeepers,
+                      isolated=isolated)
     try:
         started.start()
         yield started
