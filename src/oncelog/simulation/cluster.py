@@ -230,13 +230,14 @@ async def _handle(world: World, sender: str, target: Node, request: Any, version
     if api_key is None:
         api_key = _API_KEYS[type(request)] = ApiKey(request.API_KEY)
     ctx = RequestContext(api_key, version, 0, client_id, sender, target.services)
-    response = await dispatch(ctx, request)
     if served is not None and target.partitions is not None:
+        # the incarnation the append goes to: the one held as the request is served (the
+        # topic may be deleted, or deleted and created again, before the answer)
         for topic_data in request.topic_data:
             topic = target.partitions.topics.get(topic_data.name)
             if topic is not None:
                 served[topic_data.name] = topic.record.created_version
-    return response
+    return await dispatch(ctx, request)
 
 
 def _ignore_result(future: asyncio.Future[Any]) -> None:
@@ -799,7 +800,7 @@ class Simulation:
         except ConnectionError:
             return
         code = response.responses[0].partition_responses[0].error_code
-        if acks == -1 and code == 0:
+        if acks == -1 and code == 0 and topic.name in served:
             key = (topic.name, served[topic.name], index)
             world.acknowledged.setdefault(key, []).append(value)
             self._note(f"{leader.name if leader else '?'}: acknowledged {value!r} on "
