@@ -57,3 +57,30 @@ def test_at_least_once_loses_nothing_when_the_network_is_cut(tmp_path):
             assert remove_isolated_networks(bridge.group(1)) == [], "the run left namespaces"
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert bridge is not None and f"{bridge.group(1)}-" not in namespaces
+
+
+def test_the_spark_pipeline_keeps_exactly_once_when_the_broker_it_reads_from_is_cut_off(
+        tmp_path):
+    """The exactly-once run - the PySpark copy job reading the topic into its sink - with the
+    leader cut off twice (once past the 5 s session: the partitions it led move, and the
+    source follows them) and the leader's link to a follower cut one way. Seed 11."""
+    faults = ["partition-leader", "cut-link"]
+    run = run_verify(tmp_path / "out", "--semantics", "exactly-once", "--brokers", "3",
+                     "--duration", "40", "--seed", "11", "--faults", ",".join(faults),
+                     timeout=400)
+    bridge = re.search(r"on bridge (\w+)br\b", run.stdout)
+    try:
+        assert run.returncode == 0, run.explain()
+        result = run.result["results"]["exactly_once"]
+        counts = result["counts"]
+        assert result["contract_kept"], run.explain()
+        assert counts["lost"] == counts["duplicated"] == counts["reordered"] == 0, \
+            run.explain()
+        assert counts["acknowledged"] > 1000, run.explain()
+        healed = [e["detail"] for e in faults_of(run.result, "exactly_once")
+                  if e["action"] == "heal" and e["name"] == "partition-leader"]
+        assert any(h["cut_s"] > 5 for h in healed), run.explain()  # past the session
+        assert result["unplanned_exits"]["count"] == 0, run.explain()
+    finally:
+        if bridge is not None:
+            assert remove_isolated_networks(bridge.group(1)) == [], "the run left namespaces"
