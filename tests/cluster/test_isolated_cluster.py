@@ -98,3 +98,60 @@ def test_the_acks_table_shows_what_a_cut_off_leader_loses(tmp_path):
     assert unclean.acknowledged > 1000 and unclean.lost > 0, lines
     for result in results.values():
         assert result.kills == 1 and "ZooKeeper" in result.events[0]
+
+
+def test_clients_of_a_leader_cut_off_from_zookeeper_move_to_the_new_one_before_the_heal(
+        tmp_path):
+    """A leader cut from every ZooKeeper node, still reached by its clients and followers:
+    once its lease runs out it drops its clients' connections, so a librdkafka producer -
+    which keeps a connection only to the brokers it needs, and asked only this one for
+    metadata - learns the new leader from another broker and goes on writing while the
+    partition lasts. Before, it was told "I lead" by the cut-off broker until the heal."""
+    import threading
+
+    from oncelog.client.metadata import fetch_metadata
+    cluster = LocalCluster(tmp_path, 3, isolated=True, zookeepers=3,
+                           settings={"zookeeper.session.timeout.ms": "4000",
+                                     "replica.lag.time.max.ms": "3000"})
+    with cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("zombie", 1, 3, config={"min.insync.replicas": "2"})])[
+            "zombie"].result(20)
+        acks: list[float] = []
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "linger.ms": 0, "request.timeout.ms": 3000,
+                             "socket.timeout.ms": 3000})
+        stop = threading.Event()
+
+        def produce() -> None:
+            while not stop.is_set():
+                producer.produce("zombie", b"x", on_delivery=lambda error, _message:
+                                 error is None and acks.append(time.monotonic()))
+                producer.poll(0.01)
+        writer = threading.Thread(target=produce)
+        writer.start()
+        try:
+            wait_until(lambda: len(acks) > 100, what="the producer under way")
+            leader = fetch_metadata(cluster.bootstrap, ["zombie"]).topics[0] \
+                .partitions[0].leader_id
+            fault = cluster.cut_from_zookeeper(leader)
+            cut_at = time.monotonic()
+            followers = [n for n in cluster.brokers if n != leader]
+
+            def new_leader() -> int:
+                found = fetch_metadata(cluster.broker(followers[0]).bootstrap, ["zombie"],
+                                       timeout_s=2).topics[0].partitions[0].leader_id
+                return found if found not in (-1, leader) else 0
+            wait_until(new_leader, what="a new leader elected")
+            elected_at = time.monotonic()
+            time.sleep(5.0)
+            written_meanwhile = [t for t in acks if elected_at <= t]
+            cluster.heal(fault)
+        finally:
+            stop.set()
+            writer.join()
+            producer.flush(30)
+        assert elected_at - cut_at < 15
+        assert len(written_meanwhile) > 100, (
+            f"{len(written_meanwhile)} acknowledgements in the 5 s after the election, "
+            "before the heal")

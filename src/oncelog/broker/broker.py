@@ -36,6 +36,7 @@ from ..controller.live_brokers import LiveBrokers
 from ..controller.store import (BrokerRegistration, MetadataStore, NodeIdInUse, StoreCalls,
                                 StoreUnavailable)
 from ..coordinator.leadership import CoordinatorLeadership
+from ..net.client import CLIENT_ID
 from ..partition import LeadershipLease, PartitionManager
 from .listeners import parse_listener
 from .server import Connection
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
     from ..membership import ClusterMembership
 
 log = logging.getLogger(__name__)
+# what other brokers' requests carry (fetchers, markers, verification): kept when the
+# clients' connections are dropped
+BROKER_CLIENT_ID = CLIENT_ID.decode()
 
 
 def wall_clock_ms() -> int:
@@ -254,7 +258,19 @@ class Broker:
                                            self.group_coordinator, self.transaction_coordinator)
         self.membership = ClusterMembership(
             self.config, self.store, self.store_calls, self.partitions, self.lease,
-            self.brokers, self.registration, on_applied=leadership.follow)
+            self.brokers, self.registration, on_applied=leadership.follow,
+            on_lease_lapsed=self._drop_client_connections)
+
+    def _drop_client_connections(self) -> None:
+        """Close every connection but the other brokers' replication ones (the lease ran
+        out: see ``ClusterMembership._lease_loop``)."""
+        dropped = 0
+        for connection in list(self.connections):
+            if connection.client_id != BROKER_CLIENT_ID:
+                connection.transport.close()
+                dropped += 1
+        if dropped:
+            log.info("closed %d client connections", dropped)
 
     def _register_in_cluster(self) -> None:
         """Register (after listening, so the advertised port is known), in a thread; the

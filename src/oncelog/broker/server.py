@@ -118,6 +118,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport  # set by connection_made, before anything runs
         self.peer = "?"
         self.ip = "?"
+        self.client_id: str | None = None  # as its last request named it
         self.admitted = False
         self.pending = _InOrder(self.loop)
         self.writer: asyncio.Task | None = None
@@ -402,6 +403,7 @@ class Connection(asyncio.BufferedProtocol):
                        f"{api_key.name} v{header.api_version} request: {error.message}")
             return
         charge = self._charge(len(frame) * DECODED_COST_FACTOR)
+        self.client_id = header.client_id
         ctx = RequestContext(api_key, header.api_version, header.correlation_id,
                              header.client_id, self.peer, self.services)
         expects = request.expect_response()

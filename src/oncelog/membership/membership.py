@@ -72,7 +72,8 @@ class ClusterMembership:
                  on_applied: Callable[[], None] = lambda: None, *,
                  fetcher_factory: FetcherFactory | None = None,
                  monotonic: Callable[[], float] = time.monotonic,
-                 run_blocking: RunBlocking = asyncio.to_thread) -> None:
+                 run_blocking: RunBlocking = asyncio.to_thread,
+                 on_lease_lapsed: Callable[[], None] = lambda: None) -> None:
         self.config = config
         self.store = store
         self.calls = calls
@@ -83,6 +84,9 @@ class ClusterMembership:
         # this broker's registration (its advertised port is known once it listens)
         self.registration = registration
         self.on_applied = on_applied
+        # called once each time the leadership lease runs out unrenewed (cut off from the
+        # store): the broker drops its clients' connections (see _lease_loop)
+        self.on_lease_lapsed = on_lease_lapsed
         # the world, injected (a simulation passes its own): follower fetchers, the clock,
         # and how blocking file writes are run
         self.fetcher_factory = fetcher_factory or self._real_fetcher
@@ -263,7 +267,15 @@ class ClusterMembership:
     # -- the lease -------------------------------------------------------------------------
 
     async def _lease_loop(self) -> None:
+        """Renew the lease while the store confirms our session. When it runs out instead,
+        the clients' connections are dropped once (``on_lease_lapsed``): a broker cut off
+        from the store cannot say who leads now, and its metadata is what it was - a client
+        that only talks to it (librdkafka keeps connections to the brokers it needs only)
+        would be told again and again that it still leads, and wait there until the
+        network heals. Reconnecting, the client asks another broker, learns the new leader
+        and its newer leader epoch, and no longer believes this one."""
         interval_s = self.lease.duration_s / 5
+        was_valid = self.lease.valid()
         while True:
             asked_at = self.monotonic()
             try:
@@ -274,6 +286,12 @@ class ClusterMembership:
                 self.lease.renew(asked_at)
             elif not self._session_lost:  # who is live and in control, as far as we can tell
                 self.sync.request(Work(brokers=True, controller=True))
+            valid = self.lease.valid()
+            if was_valid and not valid and not self._stopping:
+                log.warning("broker %d: the leadership lease ran out (cut off from the "
+                            "metadata store); dropping client connections", self.node_id)
+                self.on_lease_lapsed()
+            was_valid = valid
             await asyncio.sleep(interval_s)
 
     # -- the controller role ---------------------------------------------------------------
