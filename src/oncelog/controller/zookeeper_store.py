@@ -98,7 +98,7 @@ PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH)
 DEFAULT_SESSION_TIMEOUT_MS = 18_000  # Kafka's zookeeper.session.timeout.ms
 
 
-class _BoundedConnectHandler(SequentialThreadingHandler):
+class _BoundedConnectHandler(SequentialThreadingHandler):  # type: ignore[misc]  # kazoo is untyped
     """kazoo's threading handler, with each TCP connect to a ZooKeeper node bounded by the
     session timeout divided by the number of nodes, as ZooKeeper's own Java client bounds it
     (``ClientCnxn``'s ``connectTimeout``; Kafka's brokers use that client).
