@@ -1,10 +1,11 @@
 """A consumer group across partitions of its coordinator's broker (issue 31): three
 at-least-once consumers (``oncelog.client.consumer.at_least_once``: process, then commit)
 read six partitions while records keep coming, and the broker coordinating the group is
-isolated, then cut from ZooKeeper only (clients still reach it: the zombie coordinator of
-issue 11 must stop answering as coordinator when its lease ends), then split from the
-other brokers and ZooKeeper. Every acknowledged record is processed; a record is processed
-again only where the contract allows it - never after a commit covering it was
+isolated, then cut from ZooKeeper only, then split from the other brokers and ZooKeeper.
+In the last two clients still reach it: past its lease it answers NOT_COORDINATOR (the
+zombie-coordinator rule of issue 11), where it answered a stranger's heartbeat
+UNKNOWN_MEMBER_ID while it coordinated. Every acknowledged record is processed; a record is
+processed again only where the contract allows it - never after a commit covering it was
 acknowledged to some member (a commit the coordinator acknowledged and then lost, or a stale
 committed offset served, would show as such a repeat)."""
 
@@ -19,7 +20,10 @@ import pytest
 from oncelog.client.consumer import AT_LEAST_ONCE, GuaranteedConsumer
 from oncelog.cluster.isolation import missing_prerequisites
 from oncelog.coordinator.record_codec import partition_for
+from oncelog.protocol import messages
+from oncelog.protocol.errors import ErrorCode
 from tests.cluster.helpers import wait_until
+from tests.integration.raw import RawConnection
 
 from .conftest import SETTINGS
 from .nemesis import assert_replicas_identical, create_topic, leader_of, wait_in_sync
@@ -86,6 +90,13 @@ def _member(name: str, ledger: Ledger, bootstrap: str, stop: threading.Event) ->
                 ledger.errors.append(f"{name}: {error}")
 
 
+def _heartbeat(bootstrap: str) -> int:
+    """The error code of a Heartbeat for GROUP from a member the group does not have."""
+    request = messages.HeartbeatRequest(group_id=GROUP, generation_id=1, member_id="stranger")
+    with RawConnection(bootstrap, timeout=10) as raw:
+        return raw.request(request, 3).error_code
+
+
 def _repeats_beyond_contract(ledger: Ledger) -> list[str]:
     """Records processed again after a commit covering them had been acknowledged."""
     committed_at: dict[int, list[tuple[float, int]]] = defaultdict(list)
@@ -122,6 +133,9 @@ def test_group_across_partitions_of_its_coordinator_loses_nothing_repeats_only_u
     faults = []
     try:
         wait_until(lambda: len(ledger.commits) > 10, 60, what="the group committing")
+        coordinator = leader_of(cluster, "__consumer_offsets", offsets_partition)
+        # acting as coordinator, it answers a stranger's heartbeat UNKNOWN_MEMBER_ID
+        assert _heartbeat(cluster.broker(coordinator).bootstrap) == ErrorCode.UNKNOWN_MEMBER_ID
         for fault in ("isolate", "cut_from_zookeeper", "split"):
             coordinator = wait_until(
                 lambda: max(leader_of(cluster, "__consumer_offsets", offsets_partition), 0),
@@ -134,7 +148,12 @@ def test_group_across_partitions_of_its_coordinator_loses_nothing_repeats_only_u
                 others = [b for b in cluster.brokers if b != coordinator]
                 cluster.split([coordinator], [*others, "zookeeper-1"])
             faults.append(f"{fault} broker-{coordinator}")
-            time.sleep(10)
+            time.sleep(4)  # past its lease (0.8 of the 3 s session)
+            if fault != "isolate":  # clients still reach it: it must not act as coordinator
+                answer = _heartbeat(cluster.broker(coordinator).bootstrap)
+                assert answer == ErrorCode.NOT_COORDINATOR, (
+                    f"the partitioned coordinator answered {ErrorCode(answer).name}; {faults}")
+            time.sleep(6)
             cluster.heal()
             time.sleep(8)
     finally:
