@@ -59,6 +59,7 @@ import dataclasses
 import json
 import logging
 import queue
+import socket
 import threading
 import time
 import warnings
@@ -68,7 +69,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
                               NotEmptyError, OperationTimeoutError, SessionExpiredError)
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
@@ -95,6 +96,29 @@ PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH)
 
 DEFAULT_SESSION_TIMEOUT_MS = 18_000  # Kafka's zookeeper.session.timeout.ms
+
+
+class _BoundedConnectHandler(SequentialThreadingHandler):  # type: ignore[misc]  # kazoo is untyped
+    """kazoo's threading handler, with each TCP connect to a ZooKeeper node bounded by the
+    session timeout divided by the number of nodes, as ZooKeeper's own Java client bounds it
+    (``ClientCnxn``'s ``connectTimeout``; Kafka's brokers use that client).
+
+    kazoo gives a connect the whole session timeout. A node cut off by a network partition
+    drops the SYN instead of refusing it, so a client that tried it first while moving off a
+    lost node waited the whole session out there and found its session expired when it
+    reached the majority (tests/partitions/test_zookeeper_minority.py: the ensemble's leader
+    isolated, the other two elected a new leader in 0.4 s, and two of three brokers lost
+    their sessions and their leaderships)."""
+
+    def __init__(self, connect_timeout_s: float) -> None:
+        super().__init__()
+        self.connect_timeout_s = connect_timeout_s
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        timeout = kwargs.get("timeout")
+        if timeout is not None:
+            kwargs["timeout"] = min(timeout, self.connect_timeout_s)
+        return super().create_connection(*args, **kwargs)
 
 
 def topic_path(topic: str) -> str:
@@ -187,6 +211,8 @@ class ZooKeeperMetadataStore(MetadataStore):
             hosts=self.hosts + self.chroot, timeout=self.session_timeout_ms / 1000,
             # reconnect for ever after the first connection, never waiting more than 1 s
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
+            handler=_BoundedConnectHandler(self.session_timeout_ms / 1000 / len(
+                self.hosts.split(","))),
             logger=_kazoo_log)
         self._deliver_inline = client is not None  # a simulated client: no event thread
         self._listeners: list[Callable[[MetadataEvent], None]] = []
@@ -195,6 +221,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._closing = False
         self._session_was_lost = False
         self._registered_node_id: int | None = None
+        self._last_answer = time.monotonic()  # when ZooKeeper last confirmed our session
         self._on_watch_function = self._on_watch
         self._controller_epoch = 0
         # the clock and the sleep of _request's retries (a simulation has its own)
@@ -475,10 +502,44 @@ class ZooKeeperMetadataStore(MetadataStore):
         try:
             stat = self.client.exists_async(f"{BROKER_IDS_PATH}/{node_id}").get(
                 timeout=self.session_timeout_ms / 3000)
-        except Exception:  # timed out, connection lost, session expired: not confirmed
+        except KazooTimeoutError:
+            self._leave_a_silent_node()
             return False
+        except Exception:  # connection lost, session expired: not confirmed
+            return False
+        self._last_answer = time.monotonic()
         return (stat is not None and stat.ephemeralOwner == session_id
                 and session_id == self.session_id)
+
+    def _leave_a_silent_node(self) -> None:
+        """Drop the connection to a ZooKeeper node that has answered nothing for a third of
+        the session timeout, so kazoo connects to another while the session lives.
+
+        kazoo notices a dead server only by a ping left unanswered, and sends a ping only
+        after half its read timeout without a request: the lease's confirmations, every fifth
+        of the lease, are requests, so behind a network partition that drops packets kazoo
+        noticed nothing until its session had nearly or entirely expired - and a broker
+        connected to an isolated ZooKeeper follower lost its session and its leaderships
+        although two of three nodes served (tests/partitions/test_zookeeper_minority.py).
+        ZooKeeper's Java client gives up on a server it has not heard from within its read
+        timeout; a confirmation is answered in milliseconds, so a third of the session
+        without one is a silent node. kazoo has no public call for this: its socket is shut
+        down, which its connection loop reads as a dropped connection (kazoo is pinned)."""
+        if self.client.state != KazooState.CONNECTED:
+            return
+        silent_s = time.monotonic() - self._last_answer
+        if silent_s < self.session_timeout_ms / 3000:
+            return
+        sock = getattr(getattr(self.client, "_connection", None), "_socket", None)
+        if sock is None:
+            return
+        log.warning("ZooKeeper at %s answered nothing for %.1f s; connecting to another node",
+                    self.hosts, silent_s)
+        self._last_answer = time.monotonic()  # once per silence
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     # -- the controller ------------------------------------------------------------------
 
