@@ -15,9 +15,11 @@ the run's history (the checker reports them; it never needs them to judge).
 | ``kill-executor`` (``KillExecutor``, ``--spark-master``) | ``kill -9`` of an executor JVM of the Spark copy job, one with tasks running | none: Spark replaces it; heal watches a new executor run tasks and a batch get written |
 
 On a cluster (``--brokers`` 2 or more) ``kill-broker`` is ``KillClusterBroker``, a seeded
-broker of the cluster; the cluster faults live in ``faults.cluster``. The others: process
-kills in ``kill``, ``drop-acks`` in ``network``, ``kill-executor`` in ``executor``, and the
-player of the schedule in ``nemesis``.
+broker of the cluster; the cluster faults live in ``faults.cluster``, the network partitions
+of an isolated cluster (``partition-leader``, ``isolate-zookeeper``, ``split``, ``cut-link``,
+``slow-net``) in ``partitions``. The others: process kills in ``kill``, ``drop-acks`` in
+``network``, ``kill-executor`` in ``executor``, and the player of the schedule in
+``nemesis``.
 
 Which moment a kill lands on is the delivery stage's business (``workloads.delivery``):
 the consumer kills itself in its weakest window; the copy job is killed just after a batch
