@@ -62,21 +62,18 @@ def _produce(bootstrap: str, transactional_id: str, topic: str, partition: int,
 
 def _stable_offsets(cluster, topic: str, partition: int) -> tuple[int, int]:
     """(last stable offset, high watermark) as consumers see them."""
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "lso",
-                         "isolation.level": "read_committed"})
+    return (_end_offset(cluster, topic, partition, "read_committed"),
+            _end_offset(cluster, topic, partition, "read_uncommitted"))
+
+
+def _end_offset(cluster, topic: str, partition: int, isolation: str) -> int:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": isolation,
+                         "isolation.level": isolation})
     try:
-        low, stable = consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                     timeout=10, cached=False)
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10,
+                                              cached=False)[1]
     finally:
         consumer.close()
-    uncommitted = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "hw",
-                            "isolation.level": "read_uncommitted"})
-    try:
-        _, high = uncommitted.get_watermark_offsets(TopicPartition(topic, partition),
-                                                    timeout=10, cached=False)
-    finally:
-        uncommitted.close()
-    return stable, high
 
 
 def test_a_write_after_its_transaction_ended_is_refused_by_a_leader_that_does_not_coordinate_it(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -24,12 +26,25 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(
 PARTITIONS = ["partition-leader", "isolate-zookeeper", "cut-link"]
 
 
-def test_at_least_once_loses_nothing_when_the_network_is_cut(tmp_path):
-    run = run_verify(tmp_path / "out", "--semantics", "at-least-once", "--brokers", "3",
-                     "--duration", "45", "--seed", "5", "--faults", ",".join(PARTITIONS),
-                     timeout=300)
+@contextmanager
+def partitioned_run(out, *args: str, timeout: float) -> Iterator:
+    """A verify run; afterwards nothing of its network is left (what a run killed half-way
+    would leave is removed, and must not have been there)."""
+    run = run_verify(out, *args, timeout=timeout)
     bridge = re.search(r"on bridge (\w+)br\b", run.stdout)
     try:
+        yield run
+    finally:
+        if bridge is not None:
+            assert remove_isolated_networks(bridge.group(1)) == [], "the run left namespaces"
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert bridge is not None and f"{bridge.group(1)}-" not in namespaces, run.explain()
+
+
+def test_at_least_once_loses_nothing_when_the_network_is_cut(tmp_path):
+    with partitioned_run(tmp_path / "out", "--semantics", "at-least-once", "--brokers", "3",
+                         "--duration", "45", "--seed", "5", "--faults", ",".join(PARTITIONS),
+                         timeout=300) as run:
         assert run.returncode == 0, run.explain()
         result = run.result["results"]["at_least_once"]
         assert result["contract_kept"] and result["counts"]["lost"] == 0, run.explain()
@@ -52,11 +67,6 @@ def test_at_least_once_loses_nothing_when_the_network_is_cut(tmp_path):
         assert re.search(r"partition-leader at [\d.]+ s landed: isolate broker-\d for [\d.]+ s",
                          run.stdout), run.stdout
         assert "isolated: every broker and ZooKeeper node in a network namespace" in run.stdout
-    finally:
-        if bridge is not None:  # what a run killed half-way would have left
-            assert remove_isolated_networks(bridge.group(1)) == [], "the run left namespaces"
-    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert bridge is not None and f"{bridge.group(1)}-" not in namespaces
 
 
 def test_the_spark_pipeline_keeps_exactly_once_when_the_broker_it_reads_from_is_cut_off(
@@ -65,11 +75,9 @@ def test_the_spark_pipeline_keeps_exactly_once_when_the_broker_it_reads_from_is_
     leader cut off twice (once past the 5 s session: the partitions it led move, and the
     source follows them) and the leader's link to a follower cut one way. Seed 11."""
     faults = ["partition-leader", "cut-link"]
-    run = run_verify(tmp_path / "out", "--semantics", "exactly-once", "--brokers", "3",
-                     "--duration", "40", "--seed", "11", "--faults", ",".join(faults),
-                     timeout=400)
-    bridge = re.search(r"on bridge (\w+)br\b", run.stdout)
-    try:
+    with partitioned_run(tmp_path / "out", "--semantics", "exactly-once", "--brokers", "3",
+                         "--duration", "40", "--seed", "11", "--faults", ",".join(faults),
+                         timeout=400) as run:
         assert run.returncode == 0, run.explain()
         result = run.result["results"]["exactly_once"]
         counts = result["counts"]
@@ -81,6 +89,3 @@ def test_the_spark_pipeline_keeps_exactly_once_when_the_broker_it_reads_from_is_
                   if e["action"] == "heal" and e["name"] == "partition-leader"]
         assert any(h["cut_s"] > 5 for h in healed), run.explain()  # past the session
         assert result["unplanned_exits"]["count"] == 0, run.explain()
-    finally:
-        if bridge is not None:
-            assert remove_isolated_networks(bridge.group(1)) == [], "the run left namespaces"
