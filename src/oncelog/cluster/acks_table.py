@@ -168,8 +168,13 @@ class AcksTable:
             for _ in range(self.cycles):
                 self._cycle(topic, row, result)
                 time.sleep(1.0)
-        finally:
-            producer.stop()
+        except BaseException:
+            # Ctrl-C (or a failure): stop at once - waiting for the producer's last
+            # acknowledgements (up to 90 s while a leader is down) kept the cluster, and its
+            # network namespaces, alive past the caller's patience
+            producer.stop(flush_timeout_s=0)
+            raise
+        producer.stop()
         result.sent, result.failed = producer.sent, len(producer.failed)
         acknowledged = producer.acknowledged
         result.acknowledged = len(acknowledged)
@@ -321,10 +326,10 @@ class _SteadyProducer:
             next_at += interval
             self.producer.poll(max(0.0, next_at - time.monotonic()))
 
-    def stop(self) -> None:
+    def stop(self, flush_timeout_s: float = 90) -> None:
         self._stop.set()
         self._thread.join()
-        self.producer.flush(90)
+        self.producer.flush(flush_timeout_s)
 
     def unavailable_s(self) -> float:
         times = sorted(self.ack_times)
