@@ -142,9 +142,10 @@ class AcksTable:
                                     zookeeper_connect=self.zookeeper_connect,
                                     isolated=isolated)
         with self.cluster:
+            network = self.cluster.network
             self.progress(f"cluster up: {self.cluster.bootstrap}"
-                          + (" (each broker in a network namespace of its own)"
-                             if isolated else ""))
+                          + (f" (each broker in a network namespace of its own, named "
+                             f"{network.prefix}-*)" if network is not None else ""))
             return [self._run_row(index, row) for index, row in enumerate(rows)]
 
     # -- one row -------------------------------------------------------------------------
