@@ -43,7 +43,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -54,7 +53,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from cluster import VALUE_BYTES, ClusterTopics, SteadyProducer, gap_figures  # noqa: E402
-from throughput import run_client, source_version  # noqa: E402
+from throughput import run_client, source_version, spread  # noqa: E402
 
 UNAVAILABILITY = ("partition-leader", "leader-from-zookeeper", "split", "cut-link",
                   "isolate-zookeeper")
@@ -157,14 +156,6 @@ def case_slow_net(cluster, topics, options, record: list) -> None:
         print(f"  slow-net: healthy {run['healthy'].get('mb_per_s', 0):.1f} MB/s, slow "
               f"{run['slow'].get('mb_per_s', 0):.1f} MB/s, ratio {run.get('ratio', 0):.2f}",
               file=sys.stderr)
-
-
-def spread(values: list) -> dict | None:
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values)}
 
 
 def print_table(record: list, options) -> None:
