@@ -4,8 +4,11 @@ closed; the broker keeps serving everyone else and loses nothing it acknowledged
 from __future__ import annotations
 
 import struct
+import time
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from oncelog.protocol.errors import ErrorCode
 from oncelog.protocol.messages import (FetchRequest, MetadataRequest,
@@ -174,4 +177,32 @@ def test_absurd_partition_counts_are_refused_quickly(broker, topic):
                                                           assignments=None)],
             timeout_ms=1000, validate_only=False), 3)
         assert grow.results[0].error_code == ErrorCode.INVALID_PARTITIONS
+    assert_broker_healthy(broker)
+
+
+@pytest.mark.parametrize("delay_s", [0.01, 0.04, 0.1])
+def test_a_topic_whose_creator_left_half_way_is_created_whole(broker, topic, delay_s):
+    """A client that closed its connection while its CreateTopics ran (a request timeout,
+    a crash) had the request's task cancelled with it: between the store's write and the
+    partitions' opening, that left a topic the store held and the broker did not serve -
+    missing from Metadata, "already exists" to CreateTopics, unknown to producers. Now
+    a request that changes state runs to its end, as Kafka's do, its response dropped. The
+    closes come at a few delays, so one lands inside the creation on a fast or slow machine."""
+    from oncelog.protocol.messages import CreateTopicsRequest
+    C = CreateTopicsRequest.CreatableTopic
+    name = f"left-{int(delay_s * 1000)}"
+    with RawConnection(broker.bootstrap) as conn:
+        conn.send_frame(conn.header(CreateTopicsRequest.API_KEY, 7) + bytes(CreateTopicsRequest(
+            topics=[C(name=name, num_partitions=200, replication_factor=1, assignments=[],
+                      configs=[])], timeout_ms=30000, validate_only=False).encode(version=7)))
+        time.sleep(delay_s)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    deadline = time.monotonic() + 15
+    while name not in admin.list_topics(timeout=5).topics and time.monotonic() < deadline:
+        time.sleep(0.2)
+    listed = admin.list_topics(timeout=5).topics  # every topic: what this broker serves
+    assert name in listed and len(listed[name].partitions) == 200
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(name, b"served", partition=199)
+    assert producer.flush(15) == 0
     assert_broker_healthy(broker)

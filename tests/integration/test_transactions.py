@@ -344,3 +344,33 @@ def test_compaction_removes_aborted_records_and_keeps_the_latest_committed_value
         time.sleep(0.2)
     assert control_batches() == [6 * 2 * 5 + 4]  # the final commit: the producer's last
     assert not list((broker.data_dir / "tx-compacted-0").glob("*.txnindex"))
+
+
+@pytest.mark.parametrize("delay_s", [0.02, 0.05, 0.1])
+def test_a_client_gone_while_its_findcoordinator_creates_the_topic_leaves_no_hang(
+        broker_factory, delay_s):
+    """CI's flake of 2026-11-28: librdkafka's transactional producers of an `oncelog verify`
+    run hung in init_transactions until the broker was killed. The first FindCoordinator
+    for a transactional id creates ``__transaction_state`` (fifty partitions: a store write,
+    then their directories prepared on a thread) and only then loads the coordinator. A
+    client that closed its connection meanwhile (a request timeout; the run's drop-acks
+    fault closes connections) had its request task cancelled half-way: the topic was in
+    the store, not yet on the broker. The next FindCoordinator found it (TOPIC_ALREADY_EXISTS,
+    read from the store), never loaded the coordinator, and every client got
+    COORDINATOR_NOT_AVAILABLE until a restart. Now a topic's creation runs to its end
+    whoever gave up waiting, and a single broker loads whatever coordinator partition it
+    has not loaded yet. The closes come at a few delays, so one of them lands inside the
+    creation on a fast or a slow machine."""
+    broker = broker_factory()
+    with RawConnection(broker.bootstrap) as conn:
+        conn.send_frame(conn.header(FindCoordinatorRequest.API_KEY, 3)
+                        + bytes(FindCoordinatorRequest(key="gone", key_type=1).encode(version=3)))
+        time.sleep(delay_s)
+    started = time.monotonic()
+    producer = transactional(broker.bootstrap, "after-the-gone-client")  # 30 s at most
+    assert time.monotonic() - started < 20
+    producer.begin_transaction()
+    create(broker.bootstrap, "tx-after-gone", partitions=1)
+    producer.produce("tx-after-gone", b"committed")
+    producer.commit_transaction(15)
+    assert read(broker.bootstrap, "tx-after-gone", "read_committed", partitions=1) == [b"committed"]

@@ -104,6 +104,9 @@ class Broker:
         self.transaction_coordinator = self.services.transaction_coordinator
         self.transaction_markers = self.transaction_coordinator.markers
         self.connections: set[Connection] = set()
+        # requests that run to their end though their client left (server.py), cancelled
+        # when the broker stops
+        self.finishing_requests: set[asyncio.Task] = set()
         self.membership: ClusterMembership | None = None  # in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
@@ -232,6 +235,8 @@ class Broker:
             self.services.transaction_verifier.close()
             for connection in list(self.connections):
                 connection.transport.close()
+            for task in list(self.finishing_requests):
+                task.cancel()
             await server.wait_closed()
             self.write_waiter.close()
             self.partitions.close()

@@ -8,6 +8,13 @@ appends keep the order the client sent them in. A writer coroutine awaits the ta
 and writes each response, so responses leave in request order (as Kafka guarantees per
 connection).
 
+A request whose client went away is abandoned (its task cancelled) only where that stops
+nothing but a wait: Fetch, Produce's wait for acknowledgements, JoinGroup and SyncGroup.
+Every other request runs to its end and its response is dropped, as in Kafka, whose
+handlers never see the connection close: a request cancelled half-way through a change (a
+topic written to the store and not yet hosted; a transaction's record written and not yet
+applied) left that change half made.
+
 A connection is closed, with one (rate-limited) log line, only when a frame cannot be
 answered: a size outside (0, socket.request.max.bytes], a header or body that does not parse,
 an unknown API key, or a version our codec cannot even encode. acks=0 produce requests get no
@@ -33,6 +40,7 @@ What a client costs is bounded (``limits.py`` holds the broker-wide parts):
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import struct
@@ -55,6 +63,9 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 64  # requests read ahead of their responses before we stop reading
+# requests cancelled when their connection closes (see the module docstring)
+ABANDONED_WITH_CONNECTION = frozenset({ApiKey.FETCH, ApiKey.PRODUCE, ApiKey.JOIN_GROUP,
+                                       ApiKey.SYNC_GROUP})
 DECODED_COST_FACTOR = 2  # a decoded request is charged as this many times its frame's size
 
 _IN_FLIGHT, _MEMORY = "requests in flight", "memory"
@@ -171,9 +182,10 @@ class Connection(asyncio.BufferedProtocol):
             self.shrink.cancel()
         if self.writer is not None:
             self.writer.cancel()
+        finishing = self.broker.finishing_requests
         while not self.pending.empty():
             task, _, _, _ = self.pending.get_nowait()
-            if isinstance(task, asyncio.Task):
+            if isinstance(task, asyncio.Task) and task not in finishing:
                 task.cancel()
         self._release_all()
 
@@ -413,6 +425,9 @@ class Connection(asyncio.BufferedProtocol):
             after, written = self.fetch_written, self.loop.create_future()
             self.fetch_written = written
         task = self.loop.create_task(self._run(ctx, header, request, expects, after))
+        if api_key not in ABANDONED_WITH_CONNECTION:
+            self.broker.finishing_requests.add(task)
+            task.add_done_callback(functools.partial(_finished, self.broker.finishing_requests))
         self._enqueue(task, expects, charge, written)
 
     def _charge(self, nbytes: int) -> int:
@@ -448,7 +463,13 @@ class Connection(asyncio.BufferedProtocol):
         try:
             while True:
                 item, expects, charge, written = await self.pending.get()
-                result = await item if isinstance(item, asyncio.Task) else item
+                if not isinstance(item, asyncio.Task):
+                    result = item
+                elif item in self.broker.finishing_requests:
+                    # shielded: this writer is cancelled with its connection, the request not
+                    result = await asyncio.shield(item)
+                else:
+                    result = await item
                 if _IN_FLIGHT in self.paused_for and self.pending.qsize() < MAX_IN_FLIGHT // 2:
                     self._resume(_IN_FLIGHT)
                     self._process()
@@ -530,6 +551,15 @@ class Connection(asyncio.BufferedProtocol):
         elif unsent < self.write_charge:
             self.pool.release(self.write_charge - unsent)
         self.write_charge = unsent
+
+
+def _finished(finishing: set[asyncio.Task], task: asyncio.Task) -> None:
+    """A request that runs to its end is done: forget it. Its outcome is read here, as its
+    connection may have gone and with it the writer that would have read it (``_run``
+    answers errors itself; what reaches here is a bug, logged once)."""
+    finishing.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.error("a request failed after its client left", exc_info=task.exception())
 
 
 def _produce_failed(response) -> bool:

@@ -62,8 +62,10 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
         except KafkaError as error:
             return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                           f"cannot create {internal.name}: {error.message}")
-        if not services.identity.cluster_mode:
-            coordinator.load()  # a single broker leads every partition of the new topic
+    if not services.identity.cluster_mode and not coordinator.is_coordinator_for(key):
+        # A single broker leads every partition of the topic: load what it has not, whoever
+        # created the topic (another request may have, and not lived to load it).
+        coordinator.load()
     topic = services.partitions.topics.get(internal.name)
     index = partition_for(key, topic.partition_count) if topic is not None else -1
     leader = topic.states[index].leader if topic is not None and index >= 0 else -1

@@ -67,11 +67,12 @@ class GroupCoordinator(OffsetsAndAdministration):
     # -- loading -------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Become coordinator of every partition of ``__consumer_offsets`` (a single broker
-        leads them all), rebuilding its groups from the log."""
+        """Become coordinator of every partition of ``__consumer_offsets`` not loaded yet (a
+        single broker leads them all), rebuilding its groups from the log."""
         self.manager.partition_count = self.manager.offsets_log.partition_count
         for partition in range(self.manager.partition_count):
-            self.load_partition(partition)
+            if partition not in self.manager.owned_partitions:
+                self.load_partition(partition)
 
     def load_partition(self, partition: int) -> None:
         for group in self.manager.load_partition(partition):

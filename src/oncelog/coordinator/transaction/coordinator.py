@@ -112,9 +112,10 @@ class TransactionCoordinator:
         return self.state_topic.partition(self.partition_for(transactional_id)).leader_epoch
 
     def load(self) -> None:
-        """Load every partition of ``__transaction_state`` this broker leads (single broker)."""
+        """Load every partition of ``__transaction_state`` this broker leads and has not
+        loaded yet (single broker)."""
         for index in range(self.state_topic.partition_count):
-            if self.state_topic.may_lead(index):
+            if index not in self.owned_partitions and self.state_topic.may_lead(index):
                 self.load_partition(index)
 
     def load_partition(self, index: int) -> None:
