@@ -290,6 +290,10 @@ class ClusterMembership:
             if was_valid and not valid and not self._stopping:
                 log.warning("broker %d: the leadership lease ran out (cut off from the "
                             "metadata store); dropping client connections", self.node_id)
+                if self.brokers.controller_id == self.node_id:
+                    # its /controller node goes with its session: whoever wins next is the
+                    # controller; until the store says who, none that we know of
+                    self.brokers.controller_id = -1
                 self.on_lease_lapsed()
             was_valid = valid
             await asyncio.sleep(interval_s)

@@ -321,7 +321,14 @@ class PartitionManager:
     async def _store(self, timeout_s: float | None, function: Callable[..., _T], *args: object
                      ) -> _T:
         """A store call made for a request: REQUEST_TIMED_OUT when the store does not answer
-        in time (``StoreTimedOut``) or cannot be reached (``StoreUnavailable``)."""
+        in time (``StoreTimedOut``) or cannot be reached (``StoreUnavailable``); at once
+        NOT_CONTROLLER, which admin clients retry at the controller another broker names,
+        while this broker's lease has lapsed (cut off from the store: the call would wait
+        out its timeout)."""
+        if self.lease is not None and self.lease.lapsed():
+            raise KafkaError(ErrorCode.NOT_CONTROLLER,
+                             f"broker {self.node_id} is cut off from the metadata store; "
+                             "ask another broker")
         try:
             if timeout_s is None:
                 return await self.calls(function, *args)

@@ -162,12 +162,19 @@ class LeadershipLease:
         self.duration_s = duration_s
         self._monotonic = monotonic
         self._until = monotonic() + duration_s if granted else 0.0
+        self._held = granted  # once granted: a broker still starting has not lost it
 
     def valid(self) -> bool:
         return self._monotonic() < self._until
 
+    def lapsed(self) -> bool:
+        """Held once and run out since: the broker is cut off from the store (or its
+        session ended), not merely starting."""
+        return self._held and not self.valid()
+
     def renew(self, asked_at: float) -> None:
         self._until = max(self._until, asked_at + self.duration_s)
+        self._held = True
 
     def revoke(self) -> None:
         self._until = 0.0
