@@ -15,14 +15,15 @@ Central - a generated pom and ``mvn dependency:copy-dependencies`` - into a per-
 workers fetching at once are safe: the fetch holds a file lock, Maven writes into a
 temporary folder beside the cache, and the folder is renamed into place when complete, so a
 cache folder that exists is whole. ``make setup`` fetches it ahead (``python -m
-oncelog.testing.apache_kafka fetch``), so tests never download.
+oncelog.testing.fetch_apache_kafka``), so tests never download.
 
 Start-up: ``kafka.tools.StorageTool format`` (a random cluster id, the static quorum of all
 nodes in ``controller.quorum.voters``), then ``java -cp <jars> kafka.Kafka server.properties``
 per node; ready when an AdminClient sees every broker. Small heap and the client compiler
 (``JVM_OPTIONS``) for a quick start: a node answers in a few seconds. Kafka logs through
-log4j2 to ``server.log`` in each node's folder (``k.log_path(node_id)``), never to the
-terminal; the JVM's own output goes to ``stdout.log`` beside it.
+log4j2 to ``server.log`` in each node's folder (``k.log_path``: node 1's;
+``k.nodes[n].log_path``), never to the terminal; the JVM's own output goes to ``stdout.log``
+beside it.
 
 Stopping: every JVM runs in a process group of its own, is tied to the starting process
 (killed if it dies, ``served_process.tied_to_this_process``) and recorded by pid with the
@@ -46,7 +47,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -311,8 +311,10 @@ class ApacheKafka(_WireFaultMethods):
     def pids(self) -> list[int]:
         return [node.pid for node in self.nodes.values() if node.pid is not None]
 
-    def log_path(self, node_id: int = 1) -> Path:
-        return self.nodes[node_id].log_path
+    @property
+    def log_path(self) -> Path:
+        """Node 1's ``server.log`` (``nodes[n].log_path`` for node n's)."""
+        return self.nodes[1].log_path
 
     def is_running(self, node_id: int = 1) -> bool:
         return self.nodes[node_id].is_running()
@@ -565,23 +567,3 @@ def apache_kafka(brokers: int = 1, data_dir: Path | str | None = None, *,
         yield started
     finally:
         started.close()
-
-
-def main(argv: list[str]) -> int:
-    """``python -m oncelog.testing.apache_kafka fetch``: put the pinned jars in the cache
-    (``make setup`` runs it, so tests never download)."""
-    if argv != ["fetch"]:
-        print("usage: python -m oncelog.testing.apache_kafka fetch", file=sys.stderr)
-        return 2
-    try:
-        java_command()
-        jars = kafka_jars()
-    except KafkaUnavailable as error:
-        print(error, file=sys.stderr)
-        return 1
-    print(f"Apache Kafka {KAFKA_VERSION}: {len(jars)} jars in {jars[0].parent}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
