@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import ConfigResource, NewTopic
 
 from oncelog.testing import (ApacheKafka, KafkaUnavailable, apache_kafka,
                              assert_delivered)
@@ -85,13 +85,22 @@ def test_three_kafka_brokers_replicate_with_rf3():
         # default.replication.factor: a topic created without one gets 3 replicas
         name = f"defaults-{os.getpid()}"
         kafka.admin().create_topics([NewTopic(name, 1)])[name].result(30)
-        deadline = time.monotonic() + 30
-        while True:
-            partition = kafka.admin().list_topics(name, timeout=10).topics[name].partitions[0]
-            if len(partition.isrs) == 3 or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert sorted(partition.replicas) == [1, 2, 3] and sorted(partition.isrs) == [1, 2, 3]
+        deadline, replicas = time.monotonic() + 30, ([], [])
+        while sorted(replicas[1]) != [1, 2, 3] and time.monotonic() < deadline:
+            time.sleep(0.2)  # until the new topic's metadata has reached the brokers
+            partition = kafka.admin().list_topics(name, timeout=10).topics[name].partitions.get(0)
+            if partition is not None:
+                replicas = (partition.replicas, partition.isrs)
+        assert [sorted(replicas[0]), sorted(replicas[1])] == [[1, 2, 3], [1, 2, 3]]
+
+        # the internal topics' settings, as every broker reports them
+        resource = ConfigResource(ConfigResource.Type.BROKER, "2")
+        configs = kafka.admin().describe_configs([resource])[resource].result(30)
+        expected = {"offsets.topic.replication.factor": "3",
+                    "transaction.state.log.replication.factor": "3",
+                    "transaction.state.log.min.isr": "2", "min.insync.replicas": "2"}
+        found = {key: configs[key].value for key in expected}
+        assert found == expected
 
         # clients behind the proxies: a fault armed once reaches whichever broker leads
         fault = kafka.fail_next("Produce", "NOT_LEADER_OR_FOLLOWER", topic=topic)

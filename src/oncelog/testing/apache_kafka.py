@@ -285,6 +285,7 @@ class ApacheKafka(_WireFaultMethods):
         self.proxies: dict[int, WireProxy] = {}
         self._java = ""
         self._classpath = ""
+        self._admin = None
 
     # -- addresses ---------------------------------------------------------------------------
 
@@ -382,6 +383,7 @@ class ApacheKafka(_WireFaultMethods):
                     f"(exit {status}): {_tail(node.directory / 'format.log')}")
 
     def _start_node(self, node: KafkaNode) -> None:
+        self._admin = None
         node.process = node.java(self._java, self._classpath,
                                  ["kafka.Kafka", str(node.directory / "server.properties")],
                                  node.directory / "stdout.log")
@@ -422,6 +424,7 @@ class ApacheKafka(_WireFaultMethods):
     def close(self) -> None:
         """Stop the proxies and every node (SIGTERM to its process group, then SIGKILL), and
         remove a folder the kit made."""
+        self._admin = None
         for proxy in self.proxies.values():
             proxy.stop()
         self.proxies.clear()
@@ -456,6 +459,7 @@ class ApacheKafka(_WireFaultMethods):
     def kill(self, node_id: int = 1) -> None:
         """kill -9 of node ``node_id``'s process group."""
         node = self.nodes[node_id]
+        self._admin = None
         node.signal_group(signal.SIGKILL)
         if node.process is not None:
             node.process.wait()
@@ -491,10 +495,13 @@ class ApacheKafka(_WireFaultMethods):
     # -- topics ------------------------------------------------------------------------------
 
     def admin(self):
-        """An AdminClient talking to the running brokers directly (never through faults)."""
-        from confluent_kafka.admin import AdminClient
-        running = [self.nodes[n].bootstrap for n in self.node_ids if self.is_running(n)]
-        return AdminClient({"bootstrap.servers": ",".join(running), "log_level": 0})
+        """A cached AdminClient talking to the running brokers directly (never through
+        faults); a new one after a node is killed or restarted."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+            running = [self.nodes[n].bootstrap for n in self.node_ids if self.is_running(n)]
+            self._admin = AdminClient({"bootstrap.servers": ",".join(running), "log_level": 0})
+        return self._admin
 
     def topic(self, prefix: str = "test", partitions: int = 1,
               config: dict[str, str] | None = None, timeout_s: float = 30.0, *,
