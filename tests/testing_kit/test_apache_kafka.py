@@ -193,3 +193,19 @@ def test_two_workers_fetching_at_once_fetch_once(tmp_path, monkeypatch):
     assert cache_root() == root
     jars = [jar.name for jar in kafka_jars()]
     assert f"kafka_2.13-{KAFKA_VERSION}.jar" in jars and "log4j-slf4j-impl-2.24.3.jar" in jars
+
+
+def test_a_conftest_chooses_the_brokers(run_user_tests, pytester):
+    """docs/testing.md's override: ``oncelog_broker_kind`` with ``params=["oncelog"]`` in a
+    user's conftest.py runs ``oncelog_any_broker`` tests on oncelog's broker only."""
+    section = DOC.read_text().split("\n## Against Apache Kafka\n", 1)[1].split("\n## ", 1)[0]
+    override = next(block for block in re.findall(r"```python\n(.*?)```", section, flags=re.S)
+                    if "def oncelog_broker_kind" in block)
+    pytester.makeconftest(override)
+    result = run_user_tests("""
+def test_which(oncelog_any_broker, oncelog_broker_kind):
+    assert oncelog_broker_kind == "oncelog"
+    assert oncelog_any_broker.topic("chosen")
+""", "-vv")  # after run_user_tests' -q
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_which?oncelog? PASSED*"])
