@@ -440,10 +440,6 @@ class ApacheKafka(_WireFaultMethods):
                 node.signal_group(signal.SIGKILL)
                 node.process.wait()
         for node in self.nodes.values():
-            # anything the JVM started in its group goes with it
-            if node.pid is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(node.pid, signal.SIGKILL)
             _untrack(node.pid)
         if self._own_dir:
             shutil.rmtree(self.directory, ignore_errors=True)
