@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from oncelog.testing import (ApacheKafka, KafkaUnavailable, apache_kafka,
@@ -40,6 +40,11 @@ def test_record_the_jvm(oncelog_any_broker, oncelog_broker_kind):
             pids.write(" ".join(map(str, oncelog_any_broker.pids())) + "\\n")
         assert "INFO" in oncelog_any_broker.log_path.read_text()  # log4j2 writes there
 '''
+
+
+def process_state(pid: int | None) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(") ", 1)[1][0]
 
 
 def section_recipe() -> str:
@@ -119,13 +124,27 @@ def test_three_kafka_brokers_replicate_with_rf3():
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_a_killed_kafka_broker_restarts_with_its_records():
+def test_a_paused_then_killed_kafka_broker_restarts_with_its_records():
     with apache_kafka() as kafka:
         topic = kafka.topic("kept")
         producer = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all",
                              "log_level": 0})
         producer.produce(topic, b"before")
         assert producer.flush(30) == 0
+
+        # paused: nothing answers, so a short delivery timeout expires; resumed: it serves
+        kafka.pause()
+        deadline = time.monotonic() + 5
+        while process_state(kafka.pid) != "T" and time.monotonic() < deadline:
+            time.sleep(0.05)  # every thread of the JVM stops, the main one among them
+        assert process_state(kafka.pid) == "T"
+        errors: list = []
+        hurried = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all",
+                            "message.timeout.ms": 1500, "log_level": 0})
+        hurried.produce(topic, b"lost", on_delivery=lambda error, _: errors.append(error))
+        hurried.flush(10)
+        assert [error.code() for error in errors] == [KafkaError._MSG_TIMED_OUT]
+        kafka.resume()
         first = kafka.pid
         kafka.kill()
         assert first is not None and not pid_alive(first)

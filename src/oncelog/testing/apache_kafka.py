@@ -29,8 +29,9 @@ Stopping: every JVM runs in a process group of its own, is tied to the starting 
 (killed if it dies, ``served_process.tied_to_this_process``) and recorded by pid with the
 kit's other processes (killed at interpreter exit if nothing stopped it); ``close()`` sends
 SIGTERM to every node's group, SIGKILL to any still running after ``STOP_TIMEOUT_S``, and
-removes the folder it made. Process faults: ``kill(node_id)`` (SIGKILL) and
-``restart(node_id)`` (same ports and data); no pause/resume yet.
+removes the folder it made. Process faults: ``kill(node_id)`` (SIGKILL),
+``restart(node_id)`` (same ports and data), ``pause(node_id)``/``resume(node_id)``
+(SIGSTOP/SIGCONT).
 
 Without Java 17+ (``$JAVA_HOME/bin/java``, else ``java`` on ``PATH``), or without Maven when
 the jars are not cached yet, ``start()`` raises ``KafkaUnavailable`` with one line saying
@@ -81,8 +82,12 @@ JVM_OPTIONS = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel
 STOP_TIMEOUT_S = 15.0
 
 # Quick to use in tests, as oncelog's FAST_SETTINGS: no rebalance wait, one-partition
-# internal topics (Kafka's 50 partitions of __consumer_offsets take seconds to create).
+# internal topics (Kafka's 50 partitions of __consumer_offsets take seconds to create); short
+# broker sessions, as the kit's oncelog cluster has: a node back from kill -9 registers again
+# only once the controller has fenced its previous incarnation (9 s by default).
 FAST_SETTINGS = {
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "2000",
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
     "offsets.topic.num.partitions": "1",
@@ -214,6 +219,7 @@ class KafkaNode:
         self.port = free_port()
         self.controller_port = free_port()
         self.process: subprocess.Popen | None = None
+        self.paused = False
 
     @property
     def bootstrap(self) -> str:
@@ -430,6 +436,7 @@ class ApacheKafka(_WireFaultMethods):
         self.proxies.clear()
         nodes = [node for node in self.nodes.values() if node.is_running()]
         for node in nodes:  # all at once: a quorum stopping one by one waits on itself
+            self.resume(node.node_id)
             node.signal_group(signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT_S
         for node in nodes:
@@ -456,9 +463,25 @@ class ApacheKafka(_WireFaultMethods):
         """kill -9 of node ``node_id``'s process group."""
         node = self.nodes[node_id]
         self._admin = None
-        node.signal_group(signal.SIGKILL)
+        node.signal_group(signal.SIGKILL)  # a stopped (paused) process dies of it too
+        node.paused = False
         if node.process is not None:
             node.process.wait()
+
+    def pause(self, node_id: int = 1) -> None:
+        """SIGSTOP to node ``node_id``'s JVM: it holds its connections and answers nothing (a
+        long GC pause, a stalled disk)."""
+        node = self.nodes[node_id]
+        assert node.is_running(), f"pause a running node, not node {node_id}"
+        node.signal_group(signal.SIGSTOP)
+        node.paused = True
+
+    def resume(self, node_id: int = 1) -> None:
+        """SIGCONT to a paused node."""
+        node = self.nodes[node_id]
+        if node.paused:
+            node.signal_group(signal.SIGCONT)
+        node.paused = False
 
     def restart(self, node_id: int = 1, *, hard: bool = False, timeout_s: float = 60.0) -> None:
         """Stop node ``node_id`` (SIGTERM, or SIGKILL with ``hard``) if running, then start it
@@ -468,6 +491,7 @@ class ApacheKafka(_WireFaultMethods):
             if hard:
                 self.kill(node_id)
             else:
+                self.resume(node_id)
                 node.signal_group(signal.SIGTERM)
                 assert node.process is not None
                 try:
@@ -479,8 +503,11 @@ class ApacheKafka(_WireFaultMethods):
         self._wait_for_brokers([node_id], timeout_s)
 
     def reset(self) -> None:
-        """Back to a healthy Kafka for the next test: faults cleared, every node running."""
+        """Back to a healthy Kafka for the next test: faults cleared, every node resumed and
+        running."""
         self.clear_faults()
+        for node_id in self.node_ids:
+            self.resume(node_id)
         stopped = [n for n in self.node_ids if not self.is_running(n)]
         for node_id in stopped:
             _untrack(self.nodes[node_id].pid)
