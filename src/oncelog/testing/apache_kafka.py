@@ -80,6 +80,8 @@ INSTALL_HINT = ("oncelog: Apache Kafka needs Java 17+ and Maven (on Debian/Ubunt
 JVM_OPTIONS = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                "-XX:-UsePerfData", "-Djava.awt.headless=true"]
 STOP_TIMEOUT_S = 15.0
+# A port free_port() found free can be taken before Kafka binds it: start again on new ports.
+BIND_ATTEMPTS = 3
 
 # Quick to use in tests, as oncelog's FAST_SETTINGS: no rebalance wait, one-partition
 # internal topics (Kafka's 50 partitions of __consumer_offsets take seconds to create); short
@@ -332,16 +334,42 @@ class ApacheKafka(_WireFaultMethods):
         try:
             self._java = java_command()
             self._classpath = ":".join(map(str, kafka_jars(self.version)))
-            self._format()
-            for node in self.nodes.values():
-                self._start_node(node)
-            self._wait_for_brokers(self.node_ids, timeout_s)
+            for attempt in range(1, BIND_ATTEMPTS + 1):
+                try:
+                    self._format()
+                    for node in self.nodes.values():
+                        self._start_node(node)
+                    self._wait_for_brokers(self.node_ids, timeout_s)
+                    break
+                except KafkaUnavailable:
+                    if attempt == BIND_ATTEMPTS or not self._lost_a_port():
+                        raise
+                    self._start_over()
             if self._wire_faults:
                 self._start_proxies()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _lost_a_port(self) -> bool:
+        """Whether a node failed because another process took a port ``free_port()`` gave
+        it, between the two (another test worker starting a server)."""
+        for node in self.nodes.values():
+            with contextlib.suppress(OSError):
+                if "Address already in use" in node.log_path.read_text(errors="replace"):
+                    return True
+        return False
+
+    def _start_over(self) -> None:
+        """Every node stopped and forgotten, new folders and ports for another attempt."""
+        for node in self.nodes.values():
+            node.signal_group(signal.SIGKILL)
+            if node.process is not None:
+                node.process.wait()
+            _untrack(node.pid)
+            shutil.rmtree(node.directory, ignore_errors=True)
+        self.nodes = {n: KafkaNode(n, self.directory / f"node-{n}") for n in self.nodes}
 
     def _configure(self, node: KafkaNode) -> Path:
         node.directory.mkdir(parents=True, exist_ok=True)
