@@ -9,6 +9,9 @@ Figures (median and p95 over ``--runs``):
 - ``reset``: ``broker.reset()`` on a healthy broker - the per-test overhead of the shared
   fixture (faults cleared; nothing to resume or restart).
 - ``cluster ready`` (with ``--cluster``): ZooKeeper and 3 brokers with their proxies.
+- ``apache kafka ready`` / ``stopped`` (with ``--apache-kafka``): ``ApacheKafka().start()``
+  (one KRaft node; then three) to return with its proxies, and ``close()`` (every JVM gone,
+  the folder removed); jars already in the cache.
 - ``proxy overhead``: 1 KiB values, acks=all, one partition, no fault armed, through the
   proxy and directly: throughput (``--messages`` sent as fast as the client can) and
   per-message latency (one message at a time, ``flush()`` after each: p50/p99).
@@ -18,6 +21,7 @@ Prints figures; never passes or fails on them.
 
     .venv/bin/python benchmarks/testing_kit.py                 # 10 runs, ~1 minute
     .venv/bin/python benchmarks/testing_kit.py --runs 3 --cluster
+    .venv/bin/python benchmarks/testing_kit.py --runs 5 --apache-kafka --messages 20000
 
 Measured on the 2-core development machine (Nov 2026, ``--runs 10 --cluster``, 200,000
 messages; throughput varies by +-40 % between runs on this machine):
@@ -29,6 +33,14 @@ messages; throughput varies by +-40 % between runs on this machine):
     latency direct               p50 0.2 ms  p99 0.3 ms
     latency through proxy        p50 0.3 ms  p99 1.3 ms
     cluster ready (ZK + 3)       median  2.0 s    p95  5.3 s
+
+With ``--runs 5 --apache-kafka`` (Nov 2026, the same machine busy with other work, load 6-8;
+quiet, single starts took 6-7 s and 13-16 s):
+
+    apache kafka ready (1)       median 11.7 s    p95 14.8 s
+    apache kafka stopped (1)     median  0.5 s    p95  1.0 s
+    apache kafka ready (3)       median 18.3 s    p95 22.2 s
+    apache kafka stopped (3)     median  6.0 s    p95  6.6 s
 
 Start-up and topic goals are met. The proxy's goals are not at full speed: it runs in a
 thread of the test's own process, sharing the GIL with the client's Python code, and costs
@@ -46,7 +58,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from oncelog.testing import Broker
+from oncelog.testing import ApacheKafka, Broker
 from oncelog.testing.cluster import Cluster
 
 
@@ -109,6 +121,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--cluster", action="store_true", help="also time the cluster fixture")
+    parser.add_argument("--apache-kafka", action="store_true",
+                        help="also time Apache Kafka's start and stop (1 node, 3 nodes)")
     options = parser.parse_args()
 
     show("broker ready (with proxy)", broker_ready(options.runs), "s")
@@ -143,6 +157,19 @@ def main() -> None:
                 times.append(time.monotonic() - started)
                 cluster.close()
         show("cluster ready (ZK + 3)", times, "s")
+
+    if options.apache_kafka:
+        for brokers in (1, 3):
+            ready, stopped = [], []
+            for _ in range(options.runs):
+                started = time.monotonic()
+                kafka = ApacheKafka(brokers=brokers).start()
+                ready.append(time.monotonic() - started)
+                started = time.monotonic()
+                kafka.close()
+                stopped.append(time.monotonic() - started)
+            show(f"apache kafka ready ({brokers})", ready, "s")
+            show(f"apache kafka stopped ({brokers})", stopped, "s")
 
 
 if __name__ == "__main__":

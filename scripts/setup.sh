@@ -24,6 +24,11 @@ fi
 # Debian's jars on the JRE above (oncelog.cluster.zookeeper_process); the package starts no
 # service of its own (that is zookeeperd).
 DEBIAN_PACKAGES+=(zookeeper)
+# oncelog.testing.apache_kafka runs a real Apache Kafka from its jars on the JRE above; Maven
+# fetches them from Maven Central once (below) into ~/.cache/oncelog/apache-kafka/.
+if ! command -v mvn >/dev/null 2>&1; then
+    DEBIAN_PACKAGES+=(maven)
+fi
 # Network partitions (oncelog.cluster.isolation, tests/isolation): network namespaces and veth
 # pairs with ip (iproute2), drops and the delay relay's redirects with nft (nftables).
 DEBIAN_PACKAGES+=(nftables)
@@ -55,4 +60,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "setup: installing oncelog and its pinned dependencies into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,spark,postgresql,verify,java-client]'
+# The pinned Apache Kafka's jars into the per-user cache now, so no test downloads them (quiet
+# when they are there already).
+.venv/bin/python -m oncelog.testing.fetch_apache_kafka --quiet
 touch .venv/.installed

@@ -13,12 +13,15 @@
   Kafka-compatible broker (``oncelog.testing.wire``).
 - ``read_all`` and ``assert_delivered`` (``oncelog.testing.assertions``): the verifier's
   checker on a topic's contents, with its lost / duplicated / reordered report.
+- ``apache_kafka()`` / ``ApacheKafka`` (``oncelog.testing.apache_kafka``): a real Apache
+  Kafka (KRaft, one node or N), from jars Maven fetches once, behind the same wire proxy.
 - ``cluster()``: ZooKeeper (one, or an ensemble) and N brokers (``oncelog.testing.cluster``).
 - ``local_spark_session()`` and ``SparkDriver`` (``oncelog.testing.spark``): a local
   SparkSession with the ``oncelog`` source, and a streaming job run as a process group.
 - The pytest plugin (``oncelog.testing.plugin``, registered as ``oncelog`` through the
   ``pytest11`` entry point) gives the same as fixtures: ``oncelog_broker``,
-  ``oncelog_topic``, ``oncelog_group``, ``oncelog_cluster``, ``oncelog_spark``.
+  ``oncelog_topic``, ``oncelog_group``, ``oncelog_cluster``, ``oncelog_spark``,
+  ``oncelog_apache_kafka`` and ``oncelog_any_broker`` (each test once per broker).
 
 docs/testing.md has recipes.
 """
@@ -27,9 +30,11 @@ import importlib
 
 # The pytest plugin lives in this package and is loaded by every pytest run where oncelog is
 # installed, so importing the package must cost next to nothing: ``broker`` and ``cluster``
-# are light (the proxy, codecs and clients are imported when something starts) and bound
-# here, so the functions - not the modules of the same name - are what the package exports;
+# and ``apache_kafka`` are light (the proxy, codecs and clients are imported when something
+# starts) and bound here, so the functions - not the modules of the same name - are what the
+# package exports (a submodule imported later would otherwise take the name);
 # the other names are imported on first use (PEP 562).
+from .apache_kafka import ApacheKafka, KafkaUnavailable, apache_kafka
 from .broker import Broker, broker
 from .cluster import Cluster, ClusterUnavailable, cluster
 
@@ -40,7 +45,8 @@ _EXPORTS = {
     "proxy": "wire",
 }
 
-__all__ = ["Broker", "Cluster", "ClusterUnavailable", "broker", "cluster", *sorted(_EXPORTS)]
+__all__ = ["ApacheKafka", "Broker", "Cluster", "ClusterUnavailable", "KafkaUnavailable",
+           "apache_kafka", "broker", "cluster", *sorted(_EXPORTS)]
 
 
 def __getattr__(name: str):

@@ -17,6 +17,14 @@ Fixtures:
 - ``oncelog_cluster`` — a ``Cluster`` (ZooKeeper and 3 brokers) for the test; fails with
   one line saying what to install when Java or ZooKeeper is missing.
 - ``oncelog_spark`` — a local SparkSession (session-scoped) with the ``oncelog`` source.
+- ``oncelog_apache_kafka`` — an ``ApacheKafka`` (``oncelog.testing.apache_kafka``): one real
+  single-node Apache Kafka for the session, behind a fault proxy, reset after each test as
+  ``oncelog_broker`` is; fails with one line when Java or Maven is missing.
+- ``oncelog_any_broker`` — the same test once per broker: parametrised by
+  ``oncelog_broker_kind`` (``"oncelog"``, ``"apache-kafka"``), it is ``oncelog_broker`` or
+  ``oncelog_apache_kafka``. Both have ``bootstrap``, ``topic()``, ``group()``, ``read_all()``
+  and the wire faults. As with anyio's ``anyio_backend``, a project chooses the brokers by
+  overriding ``oncelog_broker_kind`` in its conftest.py with other ``params``.
 
 Every process is stopped by pid in the fixture's finalizer, whatever the test did, and at
 interpreter exit (``atexit``) if a run is interrupted before its finalizers.
@@ -82,6 +90,47 @@ def oncelog_cluster(tmp_path_factory):
         yield started
     finally:
         started.close()
+
+
+@pytest.fixture(scope="session")
+def oncelog_apache_kafka_session(tmp_path_factory):
+    """The session's Apache Kafka; tests use ``oncelog_apache_kafka``, which resets it."""
+    from .apache_kafka import ApacheKafka, KafkaUnavailable
+    started = ApacheKafka(tmp_path_factory.mktemp("oncelog-apache-kafka"))
+    try:
+        try:
+            started.start()
+        except KafkaUnavailable as error:
+            pytest.fail(str(error), pytrace=False)
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture
+def oncelog_apache_kafka(oncelog_apache_kafka_session):
+    oncelog_apache_kafka_session.reset()
+    yield oncelog_apache_kafka_session
+    oncelog_apache_kafka_session.reset()
+
+
+BROKER_KINDS = {"oncelog": "oncelog_broker", "apache-kafka": "oncelog_apache_kafka"}
+
+
+@pytest.fixture(params=list(BROKER_KINDS))
+def oncelog_broker_kind(request):
+    """Which broker ``oncelog_any_broker`` is: override it (``params=["oncelog"]``) to choose."""
+    return request.param
+
+
+@pytest.fixture
+def oncelog_any_broker(oncelog_broker_kind, request):
+    """``oncelog_broker`` or ``oncelog_apache_kafka``, as ``oncelog_broker_kind`` says."""
+    fixture = BROKER_KINDS.get(oncelog_broker_kind)
+    if fixture is None:
+        pytest.fail(f"oncelog_broker_kind is {oncelog_broker_kind!r}; it must be one of "
+                    f"{', '.join(map(repr, BROKER_KINDS))}", pytrace=False)
+    return request.getfixturevalue(fixture)
 
 
 @pytest.fixture(scope="session")
