@@ -184,7 +184,7 @@ class Connection(asyncio.BufferedProtocol):
             self.writer.cancel()
         finishing = self.broker.finishing_requests
         while not self.pending.empty():
-            task, _, _, _ = self.pending.get_nowait()
+            task, _, _, _, _ = self.pending.get_nowait()
             if isinstance(task, asyncio.Task) and task not in finishing:
                 task.cancel()
         self._release_all()
@@ -402,7 +402,7 @@ class Connection(asyncio.BufferedProtocol):
                 parts = messages.encode_response(header.api_key, 0, header.correlation_id,
                                                  api_versions.unsupported_version_response())
                 self._charge(_size(parts))
-                self._enqueue(parts, True, self._charge(len(frame)), None)
+                self._enqueue(parts, ApiKey.API_VERSIONS, True, self._charge(len(frame)), None)
                 return
             if not messages.can_encode(api_key, header.api_version):
                 self.close("unreadable request",
@@ -428,7 +428,7 @@ class Connection(asyncio.BufferedProtocol):
         if api_key not in ABANDONED_WITH_CONNECTION:
             self.broker.finishing_requests.add(task)
             task.add_done_callback(functools.partial(_finished, self.broker.finishing_requests))
-        self._enqueue(task, expects, charge, written)
+        self._enqueue(task, api_key, expects, charge, written)
 
     def _charge(self, nbytes: int) -> int:
         if not self.admitted:
@@ -456,13 +456,14 @@ class Connection(asyncio.BufferedProtocol):
         self._charge(_size(parts))
         return parts
 
-    def _enqueue(self, item, expects: bool, charge: int, written: asyncio.Future | None) -> None:
-        self.pending.put_nowait((item, expects, charge, written))
+    def _enqueue(self, item, api_key: ApiKey, expects: bool, charge: int,
+                 written: asyncio.Future | None) -> None:
+        self.pending.put_nowait((item, api_key, expects, charge, written))
 
     async def _write_responses(self) -> None:
         try:
             while True:
-                item, expects, charge, written = await self.pending.get()
+                item, api_key, expects, charge, written = await self.pending.get()
                 if not isinstance(item, asyncio.Task):
                     result = item
                 elif item in self.broker.finishing_requests:
@@ -493,6 +494,11 @@ class Connection(asyncio.BufferedProtocol):
                 self._recharge_writes()
                 if written is not None and not written.done():
                     written.set_result(None)
+                if api_key is ApiKey.METADATA and self.services.brokers.cut_off:
+                    # its answer named no leaders: the client's next question goes elsewhere
+                    self.close("cut off", "answered Metadata while cut off from the store",
+                               quiet=True)
+                    return
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -33,6 +33,9 @@ class LiveBrokers:
         self.departed_listed_s = departed_listed_s
         self.live: dict[int, BrokerRegistration] = {}
         self.controller_id = -1  # -1: none that we know of
+        # True while this broker is cut off from the store (its lease lapsed): nothing it
+        # knows is known to be current - who leads, who controls (``membership`` sets it)
+        self.cut_off = False
         self._departed: dict[int, tuple[BrokerRegistration, float]] = {}
 
     def update(self, live: dict[int, BrokerRegistration]) -> None:

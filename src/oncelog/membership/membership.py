@@ -294,7 +294,11 @@ class ClusterMembership:
                     # its /controller node goes with its session: whoever wins next is the
                     # controller; until the store says who, none that we know of
                     self.brokers.controller_id = -1
+                self.brokers.cut_off = True
                 self.on_lease_lapsed()
+            elif valid and self.brokers.cut_off:
+                log.info("broker %d: the leadership lease is renewed", self.node_id)
+                self.brokers.cut_off = False
             was_valid = valid
             await asyncio.sleep(interval_s)
 

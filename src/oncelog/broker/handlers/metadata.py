@@ -6,7 +6,11 @@ and per partition the leader, leader epoch, replicas, ISR and offline replicas (
 whose broker is not live), as this broker's view of the metadata store has them. A partition
 without a live leader - none elected, or its broker's session ended and the controller has
 not elected yet - answers LEADER_NOT_AVAILABLE with leader -1, as Kafka's MetadataCache
-does, so clients retry.
+does, so clients retry. A broker cut off from the store (its lease lapsed) cannot say who
+leads now: it answers every partition so, leader -1, and the listener closes the client's
+connection after the answer (``server.py``), so the client asks another broker - one that
+answered "I lead" from its last view kept a librdkafka producer, which asks the brokers it
+is connected to, on the cut-off broker until the network healed.
 A null topic list (v1+), or an empty one at v0, means every topic. A requested topic that
 does not exist is created when both the request allows it (v4+; always before) and
 ``auto.create.topics.enable`` is true; otherwise UNKNOWN_TOPIC_OR_PARTITION. Invalid names
@@ -78,11 +82,12 @@ async def _requested_topic(ctx: RequestContext, name: str | None, allow_create: 
 
 
 def _topic_entry(ctx: RequestContext, topic: Topic) -> TopicEntry:
-    live = ctx.services.brokers.live
+    brokers = ctx.services.brokers
+    live = brokers.live
     partitions = []
     for index, state in enumerate(topic.states):
         replicas = list(topic.record.replicas(index))
-        leader = state.leader if state.leader in live else NO_LEADER
+        leader = state.leader if state.leader in live and not brokers.cut_off else NO_LEADER
         code = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
         partitions.append(PartitionEntry(
             error_code=code, partition_index=index, leader_id=leader,
