@@ -95,6 +95,55 @@ def test_the_network_partition_example_in_docs_passes(run_user_tests):
     from pathlib import Path
     doc = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text()
     section = doc.split("\n## Network partitions\n", 1)[1].split("\n## ", 1)[0]
-    [example] = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    [example] = [block for block in re.findall(r"```python\n(.*?)```", section, flags=re.S)
+                 if not re.search(r"^\s*\.\.\.", block, flags=re.M)]  # not a sketch
     result = run_user_tests(example, timeout=240)
     result.assert_outcomes(passed=1)
+
+
+MARKED_CLUSTER_TEST = '''
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+@pytest.mark.oncelog_cluster(brokers=3, zookeepers=3, isolated=True,
+                             settings={"zookeeper.session.timeout.ms": "4000"})
+def test_my_producer_rides_out_an_isolated_broker(oncelog_cluster):
+    c = oncelog_cluster
+    assert len(c.local.brokers) == 3 and len(c.local.ensemble.nodes) == 3
+    assert c.local.network is not None
+    print("namespaces-prefix", c.local.network.prefix)
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic("orders", 1, 3)])["orders"].result(30)
+    c.isolate(1)
+    acked = []
+    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all",
+                         "socket.timeout.ms": 5000, "request.timeout.ms": 5000,
+                         "topic.metadata.refresh.interval.ms": 1000})
+    for n in range(20):
+        producer.produce("orders", b"%d" % n, on_delivery=lambda e, m: e or acked.append(m))
+    assert producer.flush(60) == 0
+    c.heal()
+    assert len(acked) == 20
+
+
+@pytest.mark.oncelog_cluster(brokers=3, colour="blue")
+def test_a_wrong_marker(oncelog_cluster):
+    pass
+'''
+
+
+def test_the_cluster_marker_shapes_the_fixture_and_the_network_goes_with_it(run_user_tests):
+    """``@pytest.mark.oncelog_cluster(...)`` gives the plugin's fixture cluster()'s shape:
+    three ZooKeeper nodes and namespaces, a broker isolated and healed under a user's
+    producer; every namespace of the cluster is gone afterwards. A wrong argument fails the
+    test with one line naming it."""
+    result = run_user_tests(MARKED_CLUSTER_TEST, "-s", timeout=280)
+    result.assert_outcomes(passed=1, errors=1)
+    output = result.stdout.str()
+    assert "@pytest.mark.oncelog_cluster:" in output and "colour" in output
+    [prefix] = [line.split()[1] for line in output.splitlines()
+                if line.startswith("namespaces-prefix")]
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert prefix not in left

@@ -15,7 +15,11 @@ Fixtures:
   with a unique name on ``oncelog_broker`` and returns the name.
 - ``oncelog_group`` — a factory of unique consumer-group ids.
 - ``oncelog_cluster`` — a ``Cluster`` (ZooKeeper and 3 brokers) for the test; fails with
-  one line saying what to install when Java or ZooKeeper is missing.
+  one line saying what to install when Java or ZooKeeper is missing. The
+  ``oncelog_cluster`` marker shapes it with ``cluster()``'s arguments:
+  ``@pytest.mark.oncelog_cluster(brokers=3, zookeepers=3, isolated=True, settings={...})``
+  (``isolated=True``: every node in a network namespace of its own, for ``isolate``,
+  ``split``, ``cut``, ``slow`` and ``heal``; root on Linux with ``ip`` and ``nft``).
 - ``oncelog_spark`` — a local SparkSession (session-scoped) with the ``oncelog`` source.
 - ``oncelog_apache_kafka`` — an ``ApacheKafka`` (``oncelog.testing.apache_kafka``): one real
   single-node Apache Kafka for the session, behind a fault proxy, reset after each test as
@@ -76,12 +80,33 @@ def oncelog_group(request):
     return lambda prefix=None: unique_name(prefix or default_prefix)
 
 
+CLUSTER_MARKER = ("oncelog_cluster(brokers=3, zookeepers=1, isolated=False, settings=None): "
+                  "the shape of the test's oncelog_cluster fixture, as cluster() takes it")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", CLUSTER_MARKER)
+
+
+def _cluster_shape(brokers: int = 3, zookeepers: int = 1, isolated: bool = False,
+                   settings: dict[str, str] | None = None) -> dict:
+    return {"brokers": brokers, "zookeepers": zookeepers, "isolated": isolated,
+            "settings": settings}
+
+
 @pytest.fixture
-def oncelog_cluster(tmp_path_factory):
-    """ZooKeeper and 3 brokers for this test (a cluster takes seconds to start, and its
-    faults - killed brokers, elections - are hard to undo, so it is not shared)."""
+def oncelog_cluster(request, tmp_path_factory):
+    """ZooKeeper and brokers for this test, 3 by default, shaped by the ``oncelog_cluster``
+    marker (a cluster takes seconds to start, and its faults - killed brokers, elections,
+    partitions - are hard to undo, so it is not shared)."""
     from .cluster import Cluster, ClusterUnavailable
-    started = Cluster(tmp_path_factory.mktemp("oncelog-cluster"), brokers=3)
+    marker = request.node.get_closest_marker("oncelog_cluster")
+    try:
+        shape = _cluster_shape(*marker.args, **marker.kwargs) if marker else _cluster_shape()
+    except TypeError as error:
+        pytest.fail(f"@pytest.mark.oncelog_cluster: {error}", pytrace=False)
+    started = Cluster(tmp_path_factory.mktemp("oncelog-cluster"), shape.pop("brokers"),
+                      **shape)
     try:
         try:
             started.start()
