@@ -152,7 +152,7 @@ class Target:
         return result
 
     def close(self) -> dict:
-        summary = {"name": self.name, "bootstrap": self.bootstrap}
+        summary = {"name": self.name, "bootstrap": self.bootstrap, "pid": self.pid}
         if self.monitor is not None:
             self.monitor.stop()
             summary["peak_rss_bytes_sampled"] = self.monitor.peak_rss()
@@ -641,6 +641,18 @@ def print_tables(record: Record, brokers: list[dict]) -> None:
 
 # -- oncelog against Apache Kafka -------------------------------------------------------------
 
+def warm_up(targets, options) -> None:
+    """One untimed 1 KiB acks=1 produce run per broker before any case: a fresh JVM runs
+    interpreted and C1-compiled code for its first seconds, which would be measured as
+    Kafka's figures in the first runs (seen at --scale 0.02: 421 ms p50 latency)."""
+    for target in targets:
+        topic = target.topics.create("warmup")
+        result = run_client("produce", options.client_timeout, bootstrap=target.bootstrap,
+                            topic=topic, value_size=1024,
+                            count=message_count(1024, options.scale), acks="1")
+        print(f"  warm-up {target.name}: {describe_run(result)}", file=sys.stderr)
+        target.topics.delete(topic)
+
 # (summary key, column, format): what the side-by-side table compares, medians of runs.
 COMPARED = (("mb_per_s", "MB/s", ".1f"), ("p50_ms", "p50 ms", ".1f"),
             ("p99_ms", "p99 ms", ".1f"), ("broker_cpu_s_per_mb", "CPU s/MB", ".4f"),
@@ -735,6 +747,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--against-kafka", action="store_true",
                         help="Also start Apache Kafka (one node) and run every case against "
                              "both brokers in turn; prints a side-by-side table with ratios.")
+    parser.add_argument("--no-warmup", dest="warmup", action="store_false",
+                        help="With --against-kafka: skip the untimed warm-up produce run "
+                             "per broker (it lets Kafka's JIT compile before timing).")
     parser.add_argument("--client-defaults", action="store_true",
                         help="Clients at librdkafka's default settings instead of the tuned "
                              "ones (see README.md, Client settings).")
@@ -824,6 +839,8 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
             for target in targets:
                 target.topics = Topics(target.bootstrap, run_id)
+            if options.against_kafka and options.warmup:
+                warm_up(targets, options)
             for case in throughput_cases:
                 globals()[f"case_{case}"](targets, options, record)
             while targets:
