@@ -641,15 +641,14 @@ def print_tables(record: Record, brokers: list[dict]) -> None:
 
 # -- oncelog against Apache Kafka -------------------------------------------------------------
 
-def warm_up(targets, options) -> None:
+def warm_up(targets, scale: float, timeout_s: float = 900.0) -> None:
     """One untimed 1 KiB acks=1 produce run per broker before any case: a fresh JVM runs
     interpreted and C1-compiled code for its first seconds, which would be measured as
     Kafka's figures in the first runs (seen at --scale 0.02: 421 ms p50 latency)."""
     for target in targets:
         topic = target.topics.create("warmup")
-        result = run_client("produce", options.client_timeout, bootstrap=target.bootstrap,
-                            topic=topic, value_size=1024,
-                            count=message_count(1024, options.scale), acks="1")
+        result = run_client("produce", timeout_s, bootstrap=target.bootstrap, topic=topic,
+                            value_size=1024, count=message_count(1024, scale), acks="1")
         print(f"  warm-up {target.name}: {describe_run(result)}", file=sys.stderr)
         target.topics.delete(topic)
 
@@ -840,7 +839,7 @@ def main(argv: list[str] | None = None) -> int:
             for target in targets:
                 target.topics = Topics(target.bootstrap, run_id)
             if options.against_kafka and options.warmup:
-                warm_up(targets, options)
+                warm_up(targets, options.scale, options.client_timeout)
             for case in throughput_cases:
                 globals()[f"case_{case}"](targets, options, record)
             while targets:
