@@ -157,6 +157,8 @@ class Target:
             self.monitor.stop()
             summary["peak_rss_bytes_sampled"] = self.monitor.peak_rss()
             summary["peak_rss_bytes_vmhwm"] = self.monitor.peak_rss_hwm
+        if isinstance(self.process, KafkaProcess):
+            summary["command"] = self.process.jvm_command
         if self.process is not None:
             summary["exit_status"] = self.process.stop()
             summary["log_tail"] = self.process.log_tail()  # the log goes with the temp dir
@@ -170,6 +172,8 @@ class KafkaProcess:
         self.kafka = kafka
         self.pid = kafka.pid  # the JVM itself: the tie to this process exec()s java
         self._log_tail = ""
+        # What the JVM really runs with (the tie exec()s java once it is set up).
+        self.jvm_command = _command_line(self.pid) if self.pid else []
 
     def stop(self) -> str:
         self._log_tail = self.log_tail()  # close() removes the folder the log is in
@@ -187,6 +191,20 @@ class KafkaProcess:
 
 
 KAFKA_NAME = "apache-kafka"
+
+
+def _command_line(pid: int, timeout_s: float = 10.0) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return []
+        command = [part.decode(errors="replace") for part in argv if part]
+        if any(Path(part).name == "java" for part in command[:1]) or \
+                time.monotonic() > deadline:
+            return command
+        time.sleep(0.05)
 
 
 def start_kafka(data_dir: Path) -> Target:

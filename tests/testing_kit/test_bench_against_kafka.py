@@ -4,7 +4,8 @@ measured in one run, side by side.
 The benchmark runs as a user runs it, a subprocess from the repository, at a tiny scale
 (one run, a few hundred messages: the figures mean nothing, the plumbing is what is
 checked): both brokers started, every case run against each, the JSON holding both brokers'
-figures and the ratio oncelog/Kafka of their medians, each broker's CPU per MB, and neither
+figures and the ratio oncelog/Kafka of their medians, each broker's CPU per MB, Kafka's JVM
+running with Kafka's own JVM options (its command line, read from /proc), and neither
 broker's process left running afterwards (checked by the pids the JSON records). The
 subprocess runs in a process group of its own, killed whole if the test fails or overruns.
 """
@@ -48,6 +49,9 @@ def test_throughput_against_kafka_records_both_brokers_and_the_ratio(tmp_path):
     assert set(brokers) == {"oncelog", KAFKA}
     for broker in brokers.values():
         assert broker["pid"] and not pid_alive(broker["pid"]), broker["name"]
+    # Kafka measured with its own start script's JVM options, not the kit's quick-start ones.
+    assert "-XX:+UseG1GC" in brokers[KAFKA]["command"], brokers[KAFKA]["command"]
+    assert "-XX:TieredStopAtLevel=1" not in brokers[KAFKA]["command"]
 
     by_broker = {(case["label"], case["parameters"]["broker"]): case
                  for case in results["cases"]}
