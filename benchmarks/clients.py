@@ -29,6 +29,10 @@ PRODUCER_BASE = {
     "delivery.report.only.error": True,
 }
 
+# --client-defaults: only what the workload itself needs; everything else librdkafka's default
+# (linger.ms 5, batch.size 1000000, queue of 100,000 messages, fetch.queue.backoff.ms 1000).
+PRODUCER_DEFAULTS_KEPT = {"delivery.report.only.error": True}  # client-local, not on the wire
+
 # seq, send time (time.time_ns()), then padding up to the value size
 LATENCY_HEADER = struct.Struct(">qq")
 
@@ -47,12 +51,14 @@ def _quiet(config: dict) -> dict:
 
 
 def produce(bootstrap: str, topic: str, value_size: int, count: int, acks: str,
-            extra: dict | None = None, flush_every: int = 0, spread: bool = False) -> dict:
+            extra: dict | None = None, flush_every: int = 0, spread: bool = False,
+            defaults: bool = False) -> dict:
     """Produce ``count`` values of ``value_size`` bytes to partition 0 (``spread``: to every
     partition, by librdkafka's sticky partitioner, which changes partition once per batch);
     time first produce to flush() complete. ``flush_every`` > 0 also waits for every record
     to be acknowledged after each ``flush_every`` records: the pipeline drain a transaction's
-    commit has, without the transaction."""
+    commit has, without the transaction. ``defaults``: librdkafka's settings, not
+    ``PRODUCER_BASE``."""
     failures: list[str] = []
 
     def on_delivery(error, _message) -> None:
@@ -62,7 +68,9 @@ def produce(bootstrap: str, topic: str, value_size: int, count: int, acks: str,
             failures.append("")
 
     producer = Producer(_quiet({"bootstrap.servers": bootstrap, "acks": acks,
-                                "on_delivery": on_delivery, **PRODUCER_BASE, **(extra or {})}))
+                                "on_delivery": on_delivery,
+                                **(PRODUCER_DEFAULTS_KEPT if defaults else PRODUCER_BASE),
+                                **(extra or {})}))
     producer.list_topics(topic, timeout=30)  # connect and learn the leader before timing
     value = os.urandom(value_size)
     produce_one, poll = producer.produce, producer.poll
@@ -99,7 +107,7 @@ def produce(bootstrap: str, topic: str, value_size: int, count: int, acks: str,
     }
 
 
-def _consumer(bootstrap: str, extra: dict | None = None) -> Consumer:
+def _consumer(bootstrap: str, extra: dict | None = None, defaults: bool = False) -> Consumer:
     # oncelog has no group coordinator yet: a throwaway group.id, never a commit.
     return Consumer(_quiet({"bootstrap.servers": bootstrap,
                             "group.id": f"oncelog-bench-{os.getpid()}-{time.time_ns()}",
@@ -108,13 +116,14 @@ def _consumer(bootstrap: str, extra: dict | None = None) -> Consumer:
                             # librdkafka 2.x pauses fetching for this long whenever its local
                             # queue is full (the Python loop drains slower than the broker
                             # fills it); its 1000 ms default turns into idle seconds here.
-                            "fetch.queue.backoff.ms": 10, **(extra or {})}))
+                            **({} if defaults else {"fetch.queue.backoff.ms": 10}),
+                            **(extra or {})}))
 
 
-def consume(bootstrap: str, topic: str, batch: int = 10_000) -> dict:
+def consume(bootstrap: str, topic: str, batch: int = 10_000, defaults: bool = False) -> dict:
     """Read partition 0 from its beginning to the high watermark; time assign to the last
     offset received. Fetch settings are librdkafka's defaults."""
-    consumer = _consumer(bootstrap)
+    consumer = _consumer(bootstrap, defaults=defaults)
     partition = TopicPartition(topic, 0, OFFSET_BEGINNING)
     low, high = consumer.get_watermark_offsets(partition, timeout=30)
     expected = high - low

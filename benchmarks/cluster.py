@@ -21,6 +21,11 @@ loopback), all on this machine, and stops every one of them at the end, also on 
 - ``controlled``: the same producer; the leader gets SIGTERM (controlled shutdown: leadership
   moves away before it exits). Figure: the longest gap between successive acknowledgements.
 
+``--against-kafka`` adds Apache Kafka to the throughput case, in the same run: a single
+node and a 3-node KRaft cluster (``oncelog.testing.apache_kafka``, clients on the nodes' own
+ports, Kafka's own JVM options), the same three producer runs against each, interleaved with
+oncelog's run by run, and the ratio RF 3 acks=all / single acks=1 for each broker.
+
 After each fault the broker is restarted and every run uses a fresh topic whose ISR is full
 before the producer starts. Medians of ``--runs`` runs with min-max; raw runs go to
 ``benchmarks/results/cluster-<timestamp>.json``. A measuring tool: nothing passes or fails,
@@ -45,7 +50,7 @@ sys.path.insert(0, str(HERE))
 
 import java_producer  # noqa: E402
 from throughput import (SPAWN, BrokerMonitor, Topics, run_client,  # noqa: E402
-                        settle_disk, source_version, spread, start_oncelog)
+                        settle_disk, source_version, spread, start_kafka, start_oncelog)
 
 CASES = ("throughput", "failover", "controlled")
 VALUE_BYTES = 1024
@@ -100,6 +105,31 @@ class ClusterTopics(Topics):
             time.sleep(0.1)
         raise TimeoutError(f"{topic}-{index}: ISR not full within {timeout_s:g} s "
                            f"(leader {leader}, isr {isr})")
+
+
+class KafkaClusterView:
+    """An ``ApacheKafka`` of several nodes, seen as ``ClusterTopics`` sees a
+    ``LocalCluster``: its brokers' ids, whether each runs, each one's (direct) address."""
+
+    def __init__(self, kafka) -> None:
+        self.kafka = kafka
+        self.brokers = kafka.node_ids
+        self.bootstrap = kafka.direct_bootstrap
+
+    def is_running(self, node_id: int) -> bool:
+        return self.kafka.is_running(node_id)
+
+    def broker(self, node_id: int):
+        return self.kafka.nodes[node_id]
+
+
+def start_kafka_cluster(data_dir: Path):
+    """Apache Kafka, 3 KRaft nodes: RF 3 and min.insync.replicas=2 by the kit's settings,
+    otherwise Kafka's defaults and its own JVM options, as ``throughput.start_kafka``."""
+    from oncelog.testing.apache_kafka import KAFKA_SCRIPT_JVM_OPTIONS, ApacheKafka
+    kafka = ApacheKafka(data_dir / "apache-kafka-3", 3, wire_faults=False,
+                        jvm_options=KAFKA_SCRIPT_JVM_OPTIONS)
+    return kafka.start()
 
 
 # -- the steady producer (its own process) -------------------------------------------------
@@ -222,25 +252,45 @@ def gap_figures(result: dict, fault_at: float) -> dict:
 
 # -- the cases ---------------------------------------------------------------------------------
 
-def case_throughput(single, cluster, cluster_topics, options, record) -> None:
+ONCELOG_LABELS = {"single-1": "single broker, 1 KiB acks=1",
+                  "single-all": "single broker, 1 KiB acks=all",
+                  "cluster-all": "RF 3 cluster, 1 KiB acks=all, min.insync.replicas=2"}
+KAFKA_LABELS = {"kafka-single-1": "Apache Kafka single node, 1 KiB acks=1",
+                "kafka-single-all": "Apache Kafka single node, 1 KiB acks=all",
+                "kafka-cluster-all": "Apache Kafka RF 3, 1 KiB acks=all, min.insync.replicas=2"}
+
+
+def case_throughput(single, cluster, cluster_topics, options, record,
+                    kafka_single=None, kafka_cluster=None) -> None:
+    """oncelog's three runs, then (``--against-kafka``) Kafka's three, within each run."""
     count = max(1, round(MESSAGES_AT_SCALE_1 * options.scale))
-    labels = {"single-1": "single broker, 1 KiB acks=1",
-              "single-all": "single broker, 1 KiB acks=all",
-              "cluster-all": "RF 3 cluster, 1 KiB acks=all, min.insync.replicas=2"}
-    cases = {key: record.begin("throughput", label, messages=count, value_bytes=VALUE_BYTES)
+    labels = dict(ONCELOG_LABELS)
+    if kafka_single is not None:
+        labels.update(KAFKA_LABELS)
+    cases = {key: record.begin("throughput", label, messages=count, value_bytes=VALUE_BYTES,
+                               broker="apache-kafka" if key.startswith("kafka") else "oncelog")
              for key, label in labels.items()}
-    single_topics = Topics(single.bootstrap, options.run_id)
+    singles = {"oncelog": single, "apache-kafka": kafka_single}
+    single_topics = {name: Topics(target.bootstrap, options.run_id)
+                     for name, target in singles.items() if target is not None}
+    clusters = {"oncelog": (cluster, cluster_topics)}
+    if kafka_cluster is not None:
+        view = KafkaClusterView(kafka_cluster)
+        clusters["apache-kafka"] = (view, ClusterTopics(view, options.run_id))
     java_classes = (java_producer.compile_bench(options.work_dir) if options.client == "java"
                     else None)
-    monitors = [BrokerMonitor(cluster.broker(n).pid).start() for n in cluster.brokers]
+    monitors = {name: {n: BrokerMonitor(each.broker(n).pid).start() for n in each.brokers}
+                for name, (each, _) in clusters.items()}
     try:
         for _run in range(options.runs):
             for key in labels:
-                on_cluster = key.startswith("cluster")
-                topics = cluster_topics if on_cluster else single_topics
+                name = cases[key]["parameters"]["broker"]
+                on_cluster = "cluster" in key
+                target = singles[name]
+                topics = clusters[name][1] if on_cluster else single_topics[name]
                 topic = topics.create(key, options.partitions)
-                leader = cluster_topics.partition(topic)[0] if on_cluster else None
-                bootstrap = cluster.bootstrap if on_cluster else single.bootstrap
+                leader = topics.partition(topic)[0] if on_cluster else None
+                bootstrap = clusters[name][0].bootstrap if on_cluster else target.bootstrap
                 acks = "all" if key.endswith("all") else "1"
                 settle_disk()
                 if java_classes is None:
@@ -255,16 +305,22 @@ def case_throughput(single, cluster, cluster_topics, options, record) -> None:
                 if on_cluster and "window" in result:
                     start, end = result["window"]
                     result["leader"] = leader
+                    watched = monitors[name]
                     result["cluster_cpu_percent"] = sum(
-                        m.cpu_percent(start, end) or 0 for m in monitors)
-                    result["leader_cpu_percent"] = monitors[leader - 1].cpu_percent(start, end)
+                        m.cpu_percent(start, end) or 0 for m in watched.values())
+                    result["leader_cpu_percent"] = watched[leader].cpu_percent(start, end)
+                    cpu_seconds = sum(m.cpu_seconds(start, end) or 0 for m in watched.values())
+                    if result.get("mb_per_s") and result.get("seconds"):
+                        result["broker_cpu_s_per_mb"] = cpu_seconds / (result["mb_per_s"]
+                                                                       * result["seconds"])
                 else:
-                    single.annotate(result)
+                    target.annotate(result)
                 record.add(cases[key], result)
                 topics.delete(topic)
     finally:
-        for monitor in monitors:
-            monitor.stop()
+        for watched in monitors.values():
+            for monitor in watched.values():
+                monitor.stop()
 
 
 def case_fault(kind: str, cluster, topics, options, record) -> None:
@@ -343,7 +399,8 @@ def describe(result: dict) -> str:
 
 def summarize(case: dict) -> dict:
     runs = [r for r in case["runs"] if "error" not in r]
-    keys = ("msgs_per_s", "mb_per_s", "broker_cpu_percent", "cluster_cpu_percent",
+    keys = ("msgs_per_s", "mb_per_s", "broker_cpu_percent", "broker_cpu_s_per_mb",
+            "cluster_cpu_percent",
             "leader_cpu_percent", "client_cpu_percent", "first_ack_sent_after_fault_ms",
             "longest_gap_ms", "not_acknowledged", "acknowledged_twice")
     summary = {key: spread([r.get(key) for r in runs]) for key in keys}
@@ -351,11 +408,11 @@ def summarize(case: dict) -> dict:
     return {key: value for key, value in summary.items() if value is not None}
 
 
-def throughput_ratios(record: Record) -> dict | None:
+def throughput_ratios(record: Record, labels: dict = ONCELOG_LABELS) -> dict | None:
     """RF 3 acks=all over single-broker acks=1: per run (same run) and of the medians."""
     by_label = {case["label"]: case for case in record.cases if case["case"] == "throughput"}
-    single = by_label.get("single broker, 1 KiB acks=1")
-    rf3 = by_label.get("RF 3 cluster, 1 KiB acks=all, min.insync.replicas=2")
+    single = by_label.get(labels.get("single-1") or labels["kafka-single-1"])
+    rf3 = by_label.get(labels.get("cluster-all") or labels["kafka-cluster-all"])
     if not single or not rf3:
         return None
     per_run = [c["mb_per_s"] / s["mb_per_s"] for s, c in zip(single["runs"], rf3["runs"])
@@ -367,7 +424,8 @@ def throughput_ratios(record: Record) -> dict | None:
             "of_medians": medians[1]["median"] / medians[0]["median"]}
 
 
-def print_table(record: Record, ratios: dict | None, options) -> None:
+def print_table(record: Record, ratios: dict | None, options,
+                kafka_ratios: dict | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -389,10 +447,14 @@ def print_table(record: Record, ratios: dict | None, options) -> None:
     for case in record.cases:
         s, failed = case["summary"], str(case["summary"].get("failed_runs", 0))
         if case["case"] == "throughput":
-            cpu = cell(s, "cluster_cpu_percent" if "cluster" in case["label"]
-                       else "broker_cpu_percent", ".0f")
+            on_cluster = case["label"] in (ONCELOG_LABELS["cluster-all"],
+                                           KAFKA_LABELS["kafka-cluster-all"])
+            cpu = cell(s, "cluster_cpu_percent" if on_cluster else "broker_cpu_percent", ".0f")
             table.add_row(case["label"], "MB/s", cell(s, "mb_per_s", ".1f"), "", cpu, failed)
             table.add_row("", "msgs/s", cell(s, "msgs_per_s", ",.0f"), "", "", "")
+            if "broker_cpu_s_per_mb" in s:
+                table.add_row("", "brokers' CPU s per MB", cell(s, "broker_cpu_s_per_mb", ".4f"),
+                              "", "", "")
         else:
             if case["case"] == "failover":
                 table.add_row(case["label"], "kill -> first ack of a record sent after, ms",
@@ -410,6 +472,12 @@ def print_table(record: Record, ratios: dict | None, options) -> None:
         table.add_row("RF 3 acks=all / single acks=1", "ratio of medians (per-run range)",
                       f"{ratios['of_medians']:.2f} [dim]({spread_['min']:.2f}-"
                       f"{spread_['max']:.2f})[/dim]", ">= 0.5", "", "")
+    if kafka_ratios:
+        spread_ = kafka_ratios["per_run_spread"]
+        table.add_row("Apache Kafka: RF 3 acks=all / single acks=1",
+                      "ratio of medians (per-run range)",
+                      f"{kafka_ratios['of_medians']:.2f} [dim]({spread_['min']:.2f}-"
+                      f"{spread_['max']:.2f})[/dim]", "", "", "")
     console.print(table)
     console.print("README's single-broker figure (2026-11-22): 1 KiB acks=all, plain producer, "
                   "412 MB/s (median of 3).")
@@ -446,6 +514,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "default) or the Apache Kafka Java client's.")
     parser.add_argument("--client-timeout", type=float, default=900.0,
                         help="Hang guard per throughput client process, s (default 900).")
+    parser.add_argument("--against-kafka", action="store_true",
+                        help="Throughput case: also Apache Kafka, one node and three (RF 3), "
+                             "runs interleaved with oncelog's; prints Kafka's own ratio.")
     options = parser.parse_args(argv)
     options.cases = [c.strip() for c in options.cases.split(",") if c.strip()]
     if set(options.cases) - set(CASES):
@@ -473,16 +544,27 @@ def main(argv: list[str] | None = None) -> int:
                 **options.settings}
     options.work_dir = data_dir
     record = Record()
-    single = cluster = None
+    single = cluster = kafka_single = kafka_cluster = None
     try:
         cluster = LocalCluster(data_dir / "cluster", 3, settings=settings)
         cluster.start()
         topics = ClusterTopics(cluster, options.run_id)
         if "throughput" in options.cases:
             single = start_oncelog("single", data_dir, {})
-            case_throughput(single, cluster, topics, options, record)
-            single.close()
-            single = None
+            if options.against_kafka:
+                from oncelog.testing.apache_kafka import KafkaUnavailable
+                try:
+                    kafka_single = start_kafka(data_dir)
+                    kafka_cluster = start_kafka_cluster(data_dir)
+                except KafkaUnavailable as error:
+                    print(str(error), file=sys.stderr)
+                    return 1
+            case_throughput(single, cluster, topics, options, record, kafka_single,
+                            kafka_cluster)
+            for started in (single, kafka_single, kafka_cluster):
+                if started is not None:
+                    started.close()  # idle JVMs would share the CPU with the fault cases
+            single = kafka_single = kafka_cluster = None
         for kind in ("failover", "controlled"):
             if kind in options.cases:
                 case_fault(kind, cluster, topics, options, record)
@@ -491,6 +573,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if single is not None:
             single.close()
+        if kafka_single is not None:
+            kafka_single.close()
+        if kafka_cluster is not None:
+            kafka_cluster.close()
         if cluster is not None:
             cluster.stop()
         if own_dir:
@@ -498,6 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in record.cases:
         case["summary"] = summarize(case)
     ratios = throughput_ratios(record)
+    kafka_ratios = throughput_ratios(record, KAFKA_LABELS) if options.against_kafka else None
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps({
         "started": stamp, "argv": sys.argv[1:],
@@ -505,8 +592,9 @@ def main(argv: list[str] | None = None) -> int:
         "cluster_settings": settings,
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count(), "loadavg": os.getloadavg()},
-        "oncelog": source_version(), "ratios": ratios, "cases": record.cases}, indent=1))
-    print_table(record, ratios, options)
+        "oncelog": source_version(), "ratios": ratios, "kafka_ratios": kafka_ratios,
+        "cases": record.cases}, indent=1))
+    print_table(record, ratios, options, kafka_ratios)
     print(f"raw runs: {output}")
     return 0
 

@@ -3,6 +3,7 @@ commits per second one client gets acknowledged. Measured with confluent-kafka.
 
     .venv/bin/python benchmarks/groups.py [--runs 3] [--cases rebalance commits]
     .venv/bin/python benchmarks/groups.py --bootstrap HOST:PORT       # any Kafka broker
+    .venv/bin/python benchmarks/groups.py --against-kafka             # and Apache Kafka
 
 Without ``--bootstrap`` it starts an oncelog broker (``BrokerProcess``) in a temporary
 directory, with ``group.initial.rebalance.delay.ms=0`` so that each run's group forms at
@@ -11,6 +12,10 @@ Every client runs in its own process (multiprocessing, spawn; see ``group_client
 The table shows the median of ``--runs`` runs and the min-max; raw runs go to
 ``benchmarks/results/groups-<timestamp>.json``. Nothing here passes or fails on a figure.
 See README.md for what each case measures and how to read it.
+
+``--against-kafka`` also starts Apache Kafka (one node, as ``throughput.py
+--against-kafka``), runs each case's runs against both brokers in turn, and prints a
+side-by-side of the medians with the ratio oncelog / Kafka.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 SPAWN = multiprocessing.get_context("spawn")
+
+from throughput import KAFKA_NAME, start_kafka  # noqa: E402
+
 CASES = ("rebalance", "commits")
 MEMBERS = 4  # one leaves; the group must be stable again with the other three
 PARTITIONS = 12
@@ -157,9 +165,56 @@ def summarise(label: str, runs: list[dict], key: str, unit: str) -> str:
             f"({min(values):.1f}-{max(values):.1f})")
 
 
-def main() -> None:
+FIGURES = (("rebalance", "notice_ms", "leave -> last survivor told to rejoin", "ms"),
+           ("rebalance", "rejoin_ms", "rejoin -> all three assigned (broker part)", "ms"),
+           ("rebalance", "stable_ms", "leave -> group of three stable", "ms"),
+           ("commits-sync", "commits_per_s", "commits from one client, sync", "commits/s"),
+           ("commits-async", "commits_per_s", "commits from one client, async", "commits/s"))
+
+
+def measure(bootstrap: str, case: str, args) -> dict[str, dict]:
+    """One run of ``case`` against one broker: {result key: outcome}."""
+    if case == "rebalance":
+        return {"rebalance": rebalance_run(bootstrap, args.heartbeat_ms, args.session_ms)}
+    return {f"commits-{mode}": commits_run(bootstrap, args.commits, mode)
+            for mode in ("sync", "async")}
+
+
+def print_broker(name: str, results: dict[str, list[dict]], args) -> None:
+    print(f"\nmedians of {args.runs} runs (min-max); broker {name}")
+    if "rebalance" in results:
+        print(f"rebalance: {MEMBERS} members, {PARTITIONS} partitions, one leaves; "
+              f"heartbeat.interval.ms={args.heartbeat_ms}, eager range assignor")
+    for key, figure, label, unit in FIGURES:
+        if key in results:
+            indent = "  " if key == "rebalance" else ""
+            print(summarise(f"{indent}{label}", results[key], figure, unit))
+
+
+def side_by_side(results: dict[str, dict[str, list[dict]]]) -> list[dict]:
+    """Each figure's median for oncelog and Kafka, and the ratio oncelog / Kafka."""
+    rows = []
+    print("\noncelog vs Apache Kafka (same run, runs interleaved), medians; "
+          "ratio = oncelog / Kafka")
+    for key, figure, label, unit in FIGURES:
+        if key not in results["oncelog"] or key not in results[KAFKA_NAME]:
+            continue
+        ours = statistics.median(run[figure] for run in results["oncelog"][key])
+        theirs = statistics.median(run[figure] for run in results[KAFKA_NAME][key])
+        ratio = ours / theirs if theirs else None
+        rows.append({"figure": label, "unit": unit, "oncelog": ours, KAFKA_NAME: theirs,
+                     "ratio": ratio})
+        print(f"  {label:44} {ours:10.1f} {theirs:10.1f} {unit:<9} "
+              f"ratio {'-' if ratio is None else format(ratio, '.2f')}")
+    return rows
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", help="Measure this broker instead of starting one.")
+    parser.add_argument("--against-kafka", action="store_true",
+                        help="Also start Apache Kafka (one node, as throughput.py "
+                             "--against-kafka) and run every case against both in turn.")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     parser.add_argument("--heartbeat-ms", type=int, default=1000,
@@ -169,52 +224,59 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=5000, help="commits per commit run")
     parser.add_argument("--output", type=Path, help="where the raw runs go (JSON)")
     args = parser.parse_args()
+    if args.against_kafka and args.bootstrap:
+        parser.error("--against-kafka starts both brokers itself; it does not take --bootstrap")
 
-    results: dict[str, list[dict]] = {}
-    broker = None
+    results: dict[str, dict[str, list[dict]]] = {}
+    broker = kafka = None
     with tempfile.TemporaryDirectory(prefix="oncelog-bench-groups-") as scratch:
-        bootstrap = args.bootstrap
-        if bootstrap is None:
-            from oncelog.broker.process import BrokerProcess
-            broker = BrokerProcess(Path(scratch) / "broker", settings={
-                "group.initial.rebalance.delay.ms": "0"},
-                log_path=Path(scratch) / "broker.log").start()
-            bootstrap = broker.bootstrap
+        brokers: dict[str, str] = {}
         try:
+            if args.bootstrap is None:
+                from oncelog.broker.process import BrokerProcess
+                broker = BrokerProcess(Path(scratch) / "broker", settings={
+                    "group.initial.rebalance.delay.ms": "0"},
+                    log_path=Path(scratch) / "broker.log").start()
+                brokers["oncelog"] = broker.bootstrap
+            else:
+                brokers[args.bootstrap] = args.bootstrap
+            if args.against_kafka:
+                # The kit's settings already include group.initial.rebalance.delay.ms=0.
+                from oncelog.testing.apache_kafka import KafkaUnavailable
+                try:
+                    kafka = start_kafka(Path(scratch))
+                except KafkaUnavailable as error:
+                    print(str(error), file=sys.stderr)
+                    return 1
+                brokers[KAFKA_NAME] = kafka.bootstrap
             for case in args.cases:
                 for run in range(args.runs):
-                    if case == "rebalance":
-                        outcome = rebalance_run(bootstrap, args.heartbeat_ms, args.session_ms)
-                        results.setdefault("rebalance", []).append(outcome)
-                    else:
-                        for mode in ("sync", "async"):
-                            outcome = commits_run(bootstrap, args.commits, mode)
-                            results.setdefault(f"commits-{mode}", []).append(outcome)
-                    print(f"{case} run {run + 1}/{args.runs} done", file=sys.stderr)
+                    for name, bootstrap in brokers.items():
+                        for key, outcome in measure(bootstrap, case, args).items():
+                            results.setdefault(name, {}).setdefault(key, []).append(outcome)
+                        print(f"{case} run {run + 1}/{args.runs} on {name} done",
+                              file=sys.stderr)
         finally:
+            if kafka is not None:
+                kafka.close()
             if broker is not None:
                 broker.stop()
 
-    print(f"\nmedians of {args.runs} runs (min-max); broker "
-          f"{'oncelog (started here)' if broker else args.bootstrap}")
-    if "rebalance" in results:
-        runs = results["rebalance"]
-        print(f"rebalance: {MEMBERS} members, {PARTITIONS} partitions, one leaves; "
-              f"heartbeat.interval.ms={args.heartbeat_ms}, eager range assignor")
-        print(summarise("  leave -> last survivor told to rejoin", runs, "notice_ms", "ms"))
-        print(summarise("  rejoin -> all three assigned (broker part)", runs, "rejoin_ms", "ms"))
-        print(summarise("  leave -> group of three stable", runs, "stable_ms", "ms"))
-    for mode in ("sync", "async"):
-        if f"commits-{mode}" in results:
-            print(summarise(f"commits from one client, {mode}", results[f"commits-{mode}"],
-                            "commits_per_s", "commits/s"))
+    for name, broker_results in results.items():
+        print_broker("oncelog (started here)" if name == "oncelog" else name, broker_results,
+                     args)
+    comparison = side_by_side(results) if args.against_kafka else None
     output = args.output or HERE / "results" / time.strftime("groups-%Y%m%d-%H%M%S.json")
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps({"options": vars(args) | {"output": str(output)},
-                                  "machine": platform.platform(), "runs": results},
+                                  "machine": platform.platform(),
+                                  "runs": results.get("oncelog") or results.get(args.bootstrap),
+                                  "kafka_runs": results.get(KAFKA_NAME),
+                                  "comparison": comparison},
                                  indent=2, default=str))
     print(f"raw runs: {output}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,12 +2,19 @@
 
     .venv/bin/python benchmarks/throughput.py [--runs 3] [--scale 1.0] [--cases ...]
     .venv/bin/python benchmarks/throughput.py --bootstrap HOST:PORT   # any Kafka broker
+    .venv/bin/python benchmarks/throughput.py --against-kafka         # side by side
 
 Without ``--bootstrap`` it starts an oncelog broker in a temporary directory (and, for the
 fsync case, a second one with ``log.flush.policy=ack``) and samples each broker's resident
 memory and CPU time from /proc. Every client runs in its own process (multiprocessing, spawn;
 see ``clients.py``), never in a broker's. Each case runs ``--runs`` times; the table shows the
 median and the min-max, and every raw run goes to ``benchmarks/results/<timestamp>.json``.
+
+``--against-kafka`` also starts Apache Kafka (one KRaft node, ``oncelog.testing.apache_kafka``,
+clients on its own port, no wire proxy; Kafka's own JVM options) and runs every selected
+case against both brokers, run by run in turn (oncelog, Kafka, oncelog, ...) so that drift on
+a busy machine hits both; the last table gives each figure for both, the ratio
+oncelog/Kafka, and each broker's CPU seconds per MB.
 
 This is a measuring tool: nothing here passes or fails on a figure. The timeouts below only
 stop a hung client. See README.md for what each case measures and how to read it.
@@ -106,6 +113,11 @@ class BrokerMonitor:
             return None
         return 100 * (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
 
+    def cpu_seconds(self, start: float, end: float) -> float | None:
+        """CPU time (all threads) used between the first and last sample in the window."""
+        window = [cpu for t, _, cpu in self.samples if start <= t <= end]
+        return window[-1] - window[0] if len(window) >= 2 else None
+
 
 class Target:
     """A broker to measure: one we started (with a monitor) or one we were pointed at."""
@@ -115,6 +127,7 @@ class Target:
         self.bootstrap = bootstrap
         self.process = process
         self.monitor = BrokerMonitor(process.pid).start() if process is not None else None
+        self.topics: Topics | None = None  # set by main() once the broker serves
 
     @property
     def pid(self) -> int | None:
@@ -126,21 +139,83 @@ class Target:
             start, end = result["window"]
             result["broker_peak_rss_bytes"] = self.monitor.peak_rss(start, end)
             result["broker_cpu_percent"] = self.monitor.cpu_percent(start, end)
+            cpu_seconds = self.monitor.cpu_seconds(start, end)
+            megabytes = result.get("megabytes")
+            if megabytes is None and "mb_per_s" in result and "seconds" in result:
+                megabytes = result["mb_per_s"] * result["seconds"]
+            if cpu_seconds is not None and megabytes:
+                result["broker_cpu_seconds"] = cpu_seconds
+                result["broker_cpu_s_per_mb"] = cpu_seconds / megabytes
         if "window" in result and "client_cpu_seconds" in result:
             result["client_cpu_percent"] = (100 * result["client_cpu_seconds"]
                                             / (result["window"][1] - result["window"][0]))
         return result
 
     def close(self) -> dict:
-        summary = {"name": self.name, "bootstrap": self.bootstrap}
+        summary = {"name": self.name, "bootstrap": self.bootstrap, "pid": self.pid}
         if self.monitor is not None:
             self.monitor.stop()
             summary["peak_rss_bytes_sampled"] = self.monitor.peak_rss()
             summary["peak_rss_bytes_vmhwm"] = self.monitor.peak_rss_hwm
+        if isinstance(self.process, KafkaProcess):
+            summary["command"] = self.process.jvm_command
         if self.process is not None:
             summary["exit_status"] = self.process.stop()
             summary["log_tail"] = self.process.log_tail()  # the log goes with the temp dir
         return summary
+
+
+class KafkaProcess:
+    """An ``ApacheKafka`` single node seen as ``Target`` sees a ``BrokerProcess``."""
+
+    def __init__(self, kafka) -> None:
+        self.kafka = kafka
+        self.pid = kafka.pid  # the JVM itself: the tie to this process exec()s java
+        self._log_tail = ""
+        # What the JVM really runs with (the tie exec()s java once it is set up).
+        self.jvm_command = _command_line(self.pid) if self.pid else []
+
+    def stop(self) -> str:
+        self._log_tail = self.log_tail()  # close() removes the folder the log is in
+        self.kafka.close()
+        return "closed"
+
+    def log_tail(self, lines: int = 20) -> str:
+        if self._log_tail:
+            return self._log_tail
+        try:
+            return "\n".join(self.kafka.log_path.read_text(errors="replace")
+                             .splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+KAFKA_NAME = "apache-kafka"
+
+
+def _command_line(pid: int, timeout_s: float = 10.0) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return []
+        command = [part.decode(errors="replace") for part in argv if part]
+        if any(Path(part).name == "java" for part in command[:1]) or \
+                time.monotonic() > deadline:
+            return command
+        time.sleep(0.05)
+
+
+def start_kafka(data_dir: Path) -> Target:
+    """Apache Kafka, one node: its defaults, with what a single node needs (replication
+    factor 1 for internal topics, set by the kit) and its own start script's JVM options;
+    flushing is left to the OS, as oncelog's default ``log.flush.policy=os`` does."""
+    from oncelog.testing.apache_kafka import KAFKA_SCRIPT_JVM_OPTIONS, ApacheKafka
+    kafka = ApacheKafka(data_dir / KAFKA_NAME, 1, wire_faults=False,
+                        jvm_options=KAFKA_SCRIPT_JVM_OPTIONS)
+    kafka.start()
+    return Target(KAFKA_NAME, kafka.direct_bootstrap, KafkaProcess(kafka))
 
 
 def start_oncelog(name: str, data_dir: Path, settings: dict[str, str]) -> Target:
@@ -232,7 +307,7 @@ def run_client(name: str, timeout: float, **kwargs) -> dict:
 def profiled(target: Target, options: argparse.Namespace, label: str):
     """py-spy record the broker while the block runs; the output is collapsed stacks."""
     directory, native, rate = options.profile, options.profile_native, options.profile_rate
-    if directory is None or target.pid is None:
+    if directory is None or target.pid is None or target.name == KAFKA_NAME:  # py-spy: Python
         yield None
         return
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -299,21 +374,28 @@ def _function_of(frame: str, keep_line: bool = False) -> str:
 
 # -- the cases --------------------------------------------------------------------------------
 
-def case_produce(target, topics, options, record) -> None:
+# Every case takes the list of brokers to measure and runs them in turn within each run
+# (A, B, A, B, ...), so that drift on a shared machine hits each alike.
+
+def case_produce(targets, options, record) -> None:
     for value_size in options.sizes:
         for acks in options.acks:
             count = message_count(value_size, options.scale)
             label = f"produce {size_label(value_size)} acks={acks}"
-            record.begin("produce", label, broker=target.name, value_bytes=value_size,
-                         acks=acks, messages=count)
+            cases = {target.name: record.begin("produce", label, broker=target.name,
+                                               value_bytes=value_size, acks=acks,
+                                               messages=count, client=options.client_mode)
+                     for target in targets}
             for run in range(options.runs):
-                topic = topics.create(f"p{value_size}-a{acks}")
-                with profiled(target, options, f"{label} run{run + 1}") as profile:
-                    result = run_client("produce", options.client_timeout,
-                                        bootstrap=target.bootstrap, topic=topic,
-                                        value_size=value_size, count=count, acks=acks)
-                record.add(target.annotate(result), profile)
-                topics.delete(topic)
+                for target in targets:
+                    topic = target.topics.create(f"p{value_size}-a{acks}")
+                    with profiled(target, options, f"{label} run{run + 1}") as profile:
+                        result = run_client("produce", options.client_timeout,
+                                            bootstrap=target.bootstrap, topic=topic,
+                                            value_size=value_size, count=count, acks=acks,
+                                            defaults=options.client_defaults)
+                    record.add(target.annotate(result), profile, cases[target.name])
+                    target.topics.delete(topic)
 
 
 def settle_disk() -> None:
@@ -328,59 +410,77 @@ def settle_disk() -> None:
           file=sys.stderr)
 
 
-def case_consume(target, topics, options, record) -> None:
+def case_consume(targets, options, record) -> None:
     count = message_count(CONSUME_VALUE_BYTES, options.scale)
-    topic = topics.create("consume")
-    print(f"  preparing {topic}: {count:,} x 1 KiB, acks=1", file=sys.stderr)
-    filled = run_client("produce", options.client_timeout, bootstrap=target.bootstrap,
-                        topic=topic, value_size=CONSUME_VALUE_BYTES, count=count, acks="1")
-    settle_disk()
     label = f"consume {size_label(CONSUME_VALUE_BYTES)}"
-    record.begin("consume", label, broker=target.name, value_bytes=CONSUME_VALUE_BYTES,
-                 messages=count, fill=filled)
+    topics, cases = {}, {}
+    for target in targets:
+        topic = topics[target.name] = target.topics.create("consume")
+        print(f"  preparing {topic} on {target.name}: {count:,} x 1 KiB, acks=1",
+              file=sys.stderr)
+        filled = run_client("produce", options.client_timeout, bootstrap=target.bootstrap,
+                            topic=topic, value_size=CONSUME_VALUE_BYTES, count=count, acks="1")
+        cases[target.name] = record.begin("consume", label, broker=target.name,
+                                          value_bytes=CONSUME_VALUE_BYTES, messages=count,
+                                          fill=filled, client=options.client_mode)
+    settle_disk()
     for run in range(options.runs):
-        with profiled(target, options, f"{label} run{run + 1}") as profile:
-            result = run_client("consume", options.client_timeout, bootstrap=target.bootstrap,
-                                topic=topic)
-        record.add(target.annotate(result), profile)
-    topics.delete(topic)
+        for target in targets:
+            with profiled(target, options, f"{label} run{run + 1}") as profile:
+                result = run_client("consume", options.client_timeout,
+                                    bootstrap=target.bootstrap, topic=topics[target.name],
+                                    defaults=options.client_defaults)
+            record.add(target.annotate(result), profile, cases[target.name])
+    for target in targets:
+        target.topics.delete(topics[target.name])
 
 
-def case_latency(target, topics, options, record) -> None:
+def case_latency(targets, options, record) -> None:
     rate = options.latency_rate
     count = max(1, round(rate * options.latency_seconds * options.scale))
     warmup = min(count // 10, round(rate * 0.5))  # the first 0.5 s: connections, first fetches
     label = f"latency 1 KiB acks=all @{rate:g}/s"
-    record.begin("latency", label, broker=target.name, value_bytes=1024, acks="all",
-                 rate_per_s=rate, messages=count, warmup_messages=warmup)
+    cases = {target.name: record.begin("latency", label, broker=target.name, value_bytes=1024,
+                                       acks="all", rate_per_s=rate, messages=count,
+                                       warmup_messages=warmup)
+             for target in targets}
     settle_disk()
     for _ in range(options.runs):
-        topic = topics.create("latency")
-        ready = SPAWN.Event()
-        consumer = ClientProcess("latency_consumer", bootstrap=target.bootstrap, topic=topic,
-                                 count=count, ready=ready)
-        producer = None
-        try:
-            ready.wait(60)
-            started = time.time()
-            producer = ClientProcess("latency_producer", bootstrap=target.bootstrap,
-                                     topic=topic, count=count, rate=rate)
-            sent = producer.result(options.client_timeout)
-            received = consumer.result(options.client_timeout)
-            ended = time.time()
-        finally:
-            for client in (producer, consumer):
-                if client is not None:
-                    client.stop()
-        result = {"producer": sent, "window": [started, ended]}
-        if "error" in received:
-            result["error"] = received["error"]
-        else:
-            measured = [ms for ms in received["latencies_ms"][warmup:] if ms is not None]
-            result.update(latency_summary(measured), received=received["received"],
-                          errors=received["errors"], latencies_ms=received["latencies_ms"])
-        record.add(target.annotate(result), None)
-        topics.delete(topic)
+        for target in targets:
+            record.add(target.annotate(latency_run(target, options, count, rate, warmup)),
+                       None, cases[target.name])
+
+
+def latency_run(target, options, count: int, rate: float, warmup: int) -> dict:
+    """One latency run: a consumer waiting on a fresh topic, then a paced producer."""
+    topics = target.topics
+    topic = topics.create("latency")
+    ready = SPAWN.Event()
+    consumer = ClientProcess("latency_consumer", bootstrap=target.bootstrap, topic=topic,
+                             count=count, ready=ready)
+    producer = None
+    try:
+        ready.wait(60)
+        started = time.time()
+        producer = ClientProcess("latency_producer", bootstrap=target.bootstrap,
+                                 topic=topic, count=count, rate=rate)
+        sent = producer.result(options.client_timeout)
+        received = consumer.result(options.client_timeout)
+        ended = time.time()
+    finally:
+        for client in (producer, consumer):
+            if client is not None:
+                client.stop()
+    result = {"producer": sent, "window": [started, ended]}
+    if "error" in received:
+        result["error"] = received["error"]
+    else:
+        measured = [ms for ms in received["latencies_ms"][warmup:] if ms is not None]
+        result.update(latency_summary(measured), received=received["received"],
+                      errors=received["errors"], latencies_ms=received["latencies_ms"],
+                      megabytes=received["received"] * 1024 / 1e6)
+    topics.delete(topic)
+    return result
 
 
 def latency_summary(values: list[float]) -> dict:
@@ -395,38 +495,41 @@ def latency_summary(values: list[float]) -> dict:
             "mean_ms": statistics.fmean(ordered)}
 
 
-def case_idempotence(target, topics, options, record) -> None:
+def case_idempotence(targets, options, record) -> None:
     """1 KiB acks=all, plain vs idempotent producer, runs interleaved so that noise on the
     shared machine hits both alike; the table's ratio line compares their medians."""
     count = message_count(1024, options.scale)
     labels = {False: "produce 1 KiB acks=all, plain", True: "produce 1 KiB acks=all, idempotent"}
-    cases = {}
-    for idempotent, label in labels.items():
-        record.begin("idempotence", label, broker=target.name, value_bytes=1024, acks="all",
-                     messages=count, idempotent=idempotent)
-        cases[idempotent] = record.cases[-1]
+    cases = {(target.name, idempotent): record.begin(
+                 "idempotence", label, broker=target.name, value_bytes=1024, acks="all",
+                 messages=count, idempotent=idempotent, client=options.client_mode)
+             for target in targets for idempotent, label in labels.items()}
     for _run in range(options.runs):
-        for idempotent in labels:
-            topic = topics.create(f"idem-{int(idempotent)}")
-            result = run_client("produce", options.client_timeout, bootstrap=target.bootstrap,
-                                topic=topic, value_size=1024, count=count, acks="all",
-                                extra={"enable.idempotence": idempotent})
-            record.add(target.annotate(result), None, cases[idempotent])
-            topics.delete(topic)
+        for target in targets:
+            for idempotent in labels:
+                topic = target.topics.create(f"idem-{int(idempotent)}")
+                result = run_client("produce", options.client_timeout,
+                                    bootstrap=target.bootstrap, topic=topic, value_size=1024,
+                                    count=count, acks="all",
+                                    extra={"enable.idempotence": idempotent},
+                                    defaults=options.client_defaults)
+                record.add(target.annotate(result), None, cases[(target.name, idempotent)])
+                target.topics.delete(topic)
 
 
-def case_fsync(target, topics, options, record) -> None:
+def case_fsync(target, options, record) -> None:
     count = message_count(1024, options.scale)
     label = "produce 1 KiB acks=all, log.flush.policy=ack"
-    record.begin("fsync", label, broker=target.name, value_bytes=1024, acks="all",
-                 messages=count)
+    case = record.begin("fsync", label, broker=target.name, value_bytes=1024, acks="all",
+                        messages=count, client=options.client_mode)
     for run in range(options.runs):
-        topic = topics.create("fsync")
+        topic = target.topics.create("fsync")
         with profiled(target, options, f"fsync run{run + 1}") as profile:
             result = run_client("produce", options.client_timeout, bootstrap=target.bootstrap,
-                                topic=topic, value_size=1024, count=count, acks="all")
-        record.add(target.annotate(result), profile)
-        topics.delete(topic)
+                                topic=topic, value_size=1024, count=count, acks="all",
+                                defaults=options.client_defaults)
+        record.add(target.annotate(result), profile, case)
+        target.topics.delete(topic)
 
 
 # -- results ----------------------------------------------------------------------------------
@@ -437,16 +540,18 @@ class Record:
     def __init__(self) -> None:
         self.cases: list[dict] = []
 
-    def begin(self, case: str, label: str, **parameters) -> None:
-        print(f"{label} ...", file=sys.stderr)
+    def begin(self, case: str, label: str, **parameters) -> dict:
+        print(f"{label} ({parameters.get('broker')}) ...", file=sys.stderr)
         self.cases.append({"case": case, "label": label, "parameters": parameters, "runs": []})
+        return self.cases[-1]
 
     def add(self, result: dict, profile: Path | None, case: dict | None = None) -> None:
         """Add a run to ``case`` (default: the case begun last)."""
         if profile is not None and profile.exists():
             result["profile"] = {"path": str(profile), **summarize_profile(profile)}
-        (case or self.cases[-1])["runs"].append(result)
-        print("  " + describe_run(result), file=sys.stderr)
+        case = case or self.cases[-1]
+        case["runs"].append(result)
+        print(f"  {case['parameters'].get('broker')}: " + describe_run(result), file=sys.stderr)
 
 
 def describe_run(result: dict) -> str:
@@ -487,7 +592,8 @@ def spread(values: list[float]) -> dict | None:
 def summarize(case: dict) -> dict:
     runs = [r for r in case["runs"] if "error" not in r]
     keys = ("msgs_per_s", "mb_per_s", "p50_ms", "p95_ms", "p99_ms", "max_ms",
-            "broker_cpu_percent", "client_cpu_percent", "broker_peak_rss_bytes")
+            "broker_cpu_percent", "broker_cpu_s_per_mb", "client_cpu_percent",
+            "broker_peak_rss_bytes")
     summary = {key: spread([r.get(key) for r in runs]) for key in keys}
     summary["failed_runs"] = len(case["runs"]) - len(runs)
     return {key: value for key, value in summary.items() if value is not None}
@@ -513,15 +619,18 @@ def print_tables(record: Record, brokers: list[dict]) -> None:
                     title_justify="left")
     for column in ("case", "p50", "p95", "p99", "max", "broker CPU %", "failed"):
         latency.add_column(column, justify="left" if column == "case" else "right")
+    several = len({case["parameters"].get("broker") for case in record.cases}) > 1
     for case in record.cases:
         s = case["summary"]
         failed = str(s.get("failed_runs", 0))
+        name = f"{case['label']}, {case['parameters'].get('broker')}" if several \
+            else case["label"]
         if case["case"] == "latency":
-            latency.add_row(case["label"], *(cell(s, k, ".1f") for k in
+            latency.add_row(name, *(cell(s, k, ".1f") for k in
                                                ("p50_ms", "p95_ms", "p99_ms", "max_ms")),
                             cell(s, "broker_cpu_percent", ".0f"), failed)
         else:
-            throughput.add_row(case["label"], cell(s, "msgs_per_s", ",.0f"),
+            throughput.add_row(name, cell(s, "msgs_per_s", ",.0f"),
                                cell(s, "mb_per_s", ".1f"), cell(s, "broker_cpu_percent", ".0f"),
                                cell(s, "client_cpu_percent", ".0f"),
                                cell(s, "broker_peak_rss_bytes", ".0f", 1e6), failed)
@@ -548,15 +657,101 @@ def print_tables(record: Record, brokers: list[dict]) -> None:
                 console.print(f"  self {share:6.1%}  {name}")
 
 
+# -- oncelog against Apache Kafka -------------------------------------------------------------
+
+def warm_up(targets, scale: float, timeout_s: float = 900.0) -> None:
+    """One untimed 1 KiB acks=1 produce run per broker before any case: a fresh JVM runs
+    interpreted and C1-compiled code for its first seconds, which would be measured as
+    Kafka's figures in the first runs (seen at --scale 0.02: 421 ms p50 latency)."""
+    for target in targets:
+        topic = target.topics.create("warmup")
+        result = run_client("produce", timeout_s, bootstrap=target.bootstrap, topic=topic,
+                            value_size=1024, count=message_count(1024, scale), acks="1")
+        print(f"  warm-up {target.name}: {describe_run(result)}", file=sys.stderr)
+        target.topics.delete(topic)
+
+# (summary key, column, format): what the side-by-side table compares, medians of runs.
+COMPARED = (("mb_per_s", "MB/s", ".1f"), ("p50_ms", "p50 ms", ".1f"),
+            ("p99_ms", "p99 ms", ".1f"), ("broker_cpu_s_per_mb", "CPU s/MB", ".4f"),
+            ("broker_peak_rss_bytes", "RSS MB", ".0f"))
+
+
+def compare(record: Record, ours: str = "oncelog", theirs: str = KAFKA_NAME) -> list[dict]:
+    """Per case measured on both brokers: each compared figure's median for each, and the
+    ratio ours/theirs (above 1 is better for oncelog in MB/s, worse in the others)."""
+    by_key: dict[tuple, dict[str, dict]] = {}
+    for case in record.cases:
+        parameters = case["parameters"]
+        key = (case["case"], case["label"])
+        by_key.setdefault(key, {})[parameters.get("broker")] = case
+    rows = []
+    for (kind, label), cases in by_key.items():
+        if ours not in cases or theirs not in cases:
+            continue
+        row: dict = {"case": kind, "label": label,
+                     "client": cases[ours]["parameters"].get("client")}
+        for key, _, _ in COMPARED:
+            a = cases[ours]["summary"].get(key)
+            b = cases[theirs]["summary"].get(key)
+            if a is None and b is None:
+                continue
+            row[key] = {ours: a and a["median"], theirs: b and b["median"],
+                        "ratio": (a["median"] / b["median"]) if a and b and b["median"]
+                        else None}
+        rows.append(row)
+    return rows
+
+
+def print_comparison(rows: list[dict], client_mode: str) -> None:
+    """One line per case and figure (MB/s; p50 and p99 for latency), then the broker's CPU
+    seconds per MB and peak RSS over the same runs, each as oncelog, Kafka, ratio."""
+    if not rows:
+        return
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=f"oncelog vs Apache Kafka {kafka_version()}, medians of runs; "
+                        f"clients: {client_mode}; ratio = oncelog / Kafka",
+                  title_justify="left")
+    table.add_column("case")
+    table.add_column("figure")
+    for column in ("oncelog", "Kafka", "ratio", "CPU s/MB oncelog", "CPU s/MB Kafka",
+                   "CPU ratio", "RSS MB oncelog", "RSS MB Kafka"):
+        table.add_column(column, justify="right")
+
+    def cells(figures: dict | None, fmt: str, scale: float = 1.0,
+              ratio: bool = True) -> list[str]:
+        figures = figures or {}
+        values = [figures.get(who) for who in ("oncelog", KAFKA_NAME)]
+        out = ["-" if v is None else format(v / scale, fmt) for v in values]
+        if ratio:
+            out.append("-" if figures.get("ratio") is None else f"{figures['ratio']:.2f}")
+        return out
+    for row in rows:
+        per_mb = cells(row.get("broker_cpu_s_per_mb"), ".4f")
+        rss = cells(row.get("broker_peak_rss_bytes"), ".0f", 1e6, ratio=False)
+        for key, figure, fmt in COMPARED[:3]:
+            if key in row:
+                table.add_row(row["label"], figure, *cells(row[key], fmt), *per_mb, *rss)
+    Console(width=max(shutil.get_terminal_size((160, 24)).columns, 160)).print(table)
+
+
+def kafka_version() -> str:
+    from oncelog.testing.apache_kafka import KAFKA_VERSION
+    return KAFKA_VERSION
+
+
 # -- main -------------------------------------------------------------------------------------
 
 def print_idempotence_ratio(record: Record) -> None:
-    medians = {case["parameters"]["idempotent"]: case["summary"]["mb_per_s"]["median"]
-               for case in record.cases if case["case"] == "idempotence"
-               and case.get("summary", {}).get("mb_per_s")}
-    if len(medians) == 2 and medians[False]:
-        print(f"idempotent / plain producer throughput (1 KiB, acks=all, medians): "
-              f"{medians[True] / medians[False]:.3f}")
+    medians: dict[str, dict[bool, float]] = {}
+    for case in record.cases:
+        if case["case"] == "idempotence" and case.get("summary", {}).get("mb_per_s"):
+            medians.setdefault(case["parameters"]["broker"], {})[
+                case["parameters"]["idempotent"]] = case["summary"]["mb_per_s"]["median"]
+    for broker, pair in medians.items():
+        if len(pair) == 2 and pair[False]:
+            print(f"{broker}: idempotent / plain producer throughput (1 KiB, acks=all, "
+                  f"medians): {pair[True] / pair[False]:.3f}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -566,6 +761,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fsync-bootstrap", metavar="HOST:PORT",
                         help="With --bootstrap: a broker that fsyncs before acks=all, for the "
                              "fsync case (skipped otherwise).")
+    parser.add_argument("--against-kafka", action="store_true",
+                        help="Also start Apache Kafka (one node) and run every case against "
+                             "both brokers in turn; prints a side-by-side table with ratios.")
+    parser.add_argument("--no-warmup", dest="warmup", action="store_false",
+                        help="With --against-kafka: skip the untimed warm-up produce run "
+                             "per broker (it lets Kafka's JIT compile before timing).")
+    parser.add_argument("--client-defaults", action="store_true",
+                        help="Clients at librdkafka's default settings instead of the tuned "
+                             "ones (see README.md, Client settings).")
     parser.add_argument("--runs", type=int, default=3, help="Runs per case (default 3).")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="Multiply every message count (default 1.0; 0.1 for a quick run).")
@@ -605,6 +809,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--acks takes 0, 1, all")
     if options.runs < 1 or options.scale <= 0:
         parser.error("--runs must be at least 1 and --scale positive")
+    if options.against_kafka and options.bootstrap:
+        parser.error("--against-kafka starts both brokers itself; it does not take --bootstrap")
+    options.client_mode = "librdkafka defaults" if options.client_defaults else "tuned"
     return options
 
 
@@ -638,14 +845,23 @@ def main(argv: list[str] | None = None) -> int:
         throughput_cases = [c for c in ("produce", "consume", "latency", "idempotence")
                             if c in options.cases]
         if throughput_cases:
-            target = (Target("external", options.bootstrap) if options.bootstrap
-                      else start_oncelog("oncelog", data_dir, {}))
-            targets.append(target)
-            topics = Topics(target.bootstrap, run_id)
+            targets.append(Target("external", options.bootstrap) if options.bootstrap
+                           else start_oncelog("oncelog", data_dir, {}))
+            if options.against_kafka:
+                from oncelog.testing.apache_kafka import KafkaUnavailable
+                try:
+                    targets.append(start_kafka(data_dir))
+                except KafkaUnavailable as error:
+                    print(str(error), file=sys.stderr)
+                    return 1
+            for target in targets:
+                target.topics = Topics(target.bootstrap, run_id)
+            if options.against_kafka and options.warmup:
+                warm_up(targets, options.scale, options.client_timeout)
             for case in throughput_cases:
-                globals()[f"case_{case}"](target, topics, options, record)
-            brokers.append(target.close())
-            targets.remove(target)
+                globals()[f"case_{case}"](targets, options, record)
+            while targets:
+                brokers.append(targets.pop().close())
         if "fsync" in options.cases:
             if options.bootstrap and not options.fsync_bootstrap:
                 print("fsync: skipped (with --bootstrap, give --fsync-bootstrap)",
@@ -656,7 +872,8 @@ def main(argv: list[str] | None = None) -> int:
                           else start_oncelog("oncelog-flush-ack", data_dir,
                                              {"log.flush.policy": "ack"}))
                 targets.append(target)
-                case_fsync(target, Topics(target.bootstrap, run_id), options, record)
+                target.topics = Topics(target.bootstrap, run_id)
+                case_fsync(target, options, record)
                 brokers.append(target.close())
                 targets.remove(target)
     except KeyboardInterrupt:
@@ -668,6 +885,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(data_dir, ignore_errors=True)
     for case in record.cases:
         case["summary"] = summarize(case)
+    comparison = compare(record) if options.against_kafka else []
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps({
         "started": stamp, "argv": sys.argv[1:], "options": {
@@ -675,9 +893,10 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count()},
         "oncelog": source_version(),
-        "brokers": brokers, "cases": record.cases}, indent=1))
+        "brokers": brokers, "cases": record.cases, "comparison": comparison}, indent=1))
     print_tables(record, brokers)
     print_idempotence_ratio(record)
+    print_comparison(comparison, options.client_mode)
     print(f"raw runs: {output}")
     return 0
 

@@ -1,6 +1,7 @@
 """Figures for transactions (issue 12), on one broker this script starts:
 
     .venv/bin/python benchmarks/transactions.py [--runs 3] [--scale 1.0] [--client java]
+    .venv/bin/python benchmarks/transactions.py --against-kafka   # and Apache Kafka, side by side
 
 Per run, interleaved so that noise on the shared machine hits all alike, 1 KiB values to a
 fresh one-partition topic each:
@@ -36,6 +37,11 @@ the machine busy, the run is bound by CPU, and plain's CPU per MB over transacti
 the most the ratio can reach on that machine, whatever the waits. Raw runs go to
 ``benchmarks/results/transactions-<timestamp>.json``. A measuring tool: nothing passes or
 fails here; the targets of the issue are shown beside.
+
+``--against-kafka`` starts Apache Kafka (one node, as ``throughput.py --against-kafka``:
+direct, its defaults with replication factor 1, its own JVM options) next to oncelog, runs
+every case against both in turn within each run, prints both brokers' figures and a
+side-by-side of the medians with the ratio oncelog / Kafka.
 """
 
 from __future__ import annotations
@@ -54,8 +60,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import java_producer  # noqa: E402
-from throughput import (Topics, median_range, run_client, settle_disk,  # noqa: E402
-                        start_oncelog)
+from throughput import (KAFKA_NAME, Topics, median_range, run_client,  # noqa: E402
+                        settle_disk, start_kafka, start_oncelog, warm_up)
 
 VALUE_BYTES = 1024
 MESSAGES_AT_SCALE_1 = 1_000_000
@@ -150,62 +156,41 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--client", choices=("confluent", "java"), default="confluent",
-                        help="whose producer: confluent-kafka's (librdkafka) or the Java client's")
-    parser.add_argument("--batch-size", type=_client_default_or_int, default="client",
-                        help="the Java producers' batch.size in bytes, or 'client' (default: "
-                             "the client's own, 16384)")
-    parser.add_argument("--linger-ms", type=_client_default_or_int, default="client",
-                        help="the Java producers' linger.ms, or 'client' (default: the "
-                             "client's own, 0)")
-    options = parser.parse_args(argv)
-    count = max(PER_TRANSACTION, round(MESSAGES_AT_SCALE_1 * options.scale))
-    runs: list[dict] = []
-    with tempfile.TemporaryDirectory(prefix="oncelog-bench-txn-") as directory:
-        target = start_oncelog("oncelog", Path(directory), {})
-        topics = Topics(target.bootstrap, uuid.uuid4().hex[:8])
-        try:
-            java_classes = (java_producer.compile_bench(Path(directory))
-                            if options.client == "java" else None)
-            for run in range(options.runs):
-                if java_classes is None:
-                    figures = confluent_cases(target.bootstrap, topics, count, run)
-                else:
-                    figures = java_cases(java_classes, target.bootstrap, topics, count,
-                                         {"batch.size": str(options.batch_size),
-                                          "linger.ms": str(options.linger_ms)})
-                topic = figures["transactional"].pop("topic")
-                # Read in a fixed order, single runs gave ratios of 0.86-1.03; eight reads of
-                # one topic in alternating order, medians of 404 and 406 MB/s. Alternate it.
-                isolations = ("read_uncommitted", "read_committed")
-                for isolation in (isolations if run % 2 == 0 else isolations[::-1]):
-                    figures[isolation] = run_client(
-                        "consume_isolated", CLIENT_TIMEOUT_S, bootstrap=target.bootstrap,
-                        topic=topic, isolation=isolation, expected=count)
-                topics.delete(topic)
-                for result in figures.values():
-                    target.annotate(result)
-                for name, result in figures.items():
-                    if "error" in result:
-                        print(f"run {run + 1}: {name} failed: {result['error']}")
-                        return 1
-                    print(f"run {run + 1}: {name}: {result['mb_per_s']:.1f} MB/s")
-                runs.append(figures)
-        finally:
-            broker = target.close()
-    rates = {name: [r[name]["mb_per_s"] for r in runs] for name in runs[0]}
+def measure(target, topics: Topics, java_classes: Path | None, options, count: int,
+            run: int) -> dict:
+    """One run's producer and consumer cases against one broker."""
+    if java_classes is None:
+        figures = confluent_cases(target.bootstrap, topics, count, run)
+    else:
+        figures = java_cases(java_classes, target.bootstrap, topics, count,
+                             {"batch.size": str(options.batch_size),
+                              "linger.ms": str(options.linger_ms)})
+    topic = figures["transactional"].pop("topic")
+    # Read in a fixed order, single runs gave ratios of 0.86-1.03; eight reads of
+    # one topic in alternating order, medians of 404 and 406 MB/s. Alternate it.
+    isolations = ("read_uncommitted", "read_committed")
+    for isolation in (isolations if run % 2 == 0 else isolations[::-1]):
+        figures[isolation] = run_client(
+            "consume_isolated", CLIENT_TIMEOUT_S, bootstrap=target.bootstrap,
+            topic=topic, isolation=isolation, expected=count)
+    topics.delete(topic)
+    for result in figures.values():
+        target.annotate(result)
+    return figures
+
+
+def report(name: str, runs: list[dict], options, count: int) -> dict:
+    """Print one broker's figures; return its medians for the side-by-side."""
+    rates = {case: [r[case]["mb_per_s"] for r in runs] for case in runs[0]}
     commits = [ms for r in runs for ms in r["transactional"]["commit_ms"]]
     ratio = lambda a, b: statistics.median(rates[a]) / statistics.median(rates[b])  # noqa: E731
     batching = (f", batch.size {_setting(options.batch_size, 16384)}, linger.ms "
                 f"{_setting(options.linger_ms, 0)}" if options.client == "java" else "")
-    print(f"\n{options.client} producers, 1 KiB values, {count:,} per run, transactions of "
-          f"{PER_TRANSACTION:,}{batching}; median (min-max) of {options.runs} runs")
-    for name, values in rates.items():
-        print(f"  {name:19} {median_range(values)} MB/s")
+    print(f"\n{name}: {options.client} producers, 1 KiB values, {count:,} per run, "
+          f"transactions of {PER_TRANSACTION:,}{batching}; median (min-max) of "
+          f"{options.runs} runs")
+    for case, values in rates.items():
+        print(f"  {case:19} {median_range(values)} MB/s")
     print(f"  transactional / plain       {ratio('transactional', 'plain'):.2f}   target >= 0.8")
     print(f"  transactional / idempotent  {ratio('transactional', 'idempotent'):.2f}")
     if "plain_flushed" in rates:
@@ -220,10 +205,90 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  read_committed / read_uncommitted  "
           f"{ratio('read_committed', 'read_uncommitted'):.2f}   target >= 0.9")
     print_cpu(runs)
+    medians = {f"{case} MB/s": statistics.median(values) for case, values in rates.items()}
+    medians["transactional / plain"] = ratio("transactional", "plain")
+    medians["commit p50 ms"] = percentile(commits, 0.5)
+    medians["commit p99 ms"] = percentile(commits, 0.99)
+    return medians
+
+
+def print_side_by_side(medians: dict[str, dict]) -> dict:
+    """Each figure for oncelog and Kafka, and the ratio oncelog / Kafka."""
+    ours, theirs = medians["oncelog"], medians[KAFKA_NAME]
+    print("\noncelog vs Apache Kafka (same run, runs interleaved), medians; "
+          "ratio = oncelog / Kafka")
+    print(f"  {'figure':32} {'oncelog':>10} {'Kafka':>10} {'ratio':>7}")
+    rows = {}
+    for figure, value in ours.items():
+        other = theirs.get(figure)
+        ratio = value / other if other else None
+        rows[figure] = {"oncelog": value, KAFKA_NAME: other, "ratio": ratio}
+        print(f"  {figure:32} {value:10.2f} "
+              f"{'-' if other is None else format(other, '.2f'):>10} "
+              f"{'-' if ratio is None else format(ratio, '.2f'):>7}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--client", choices=("confluent", "java"), default="confluent",
+                        help="whose producer: confluent-kafka's (librdkafka) or the Java client's")
+    parser.add_argument("--batch-size", type=_client_default_or_int, default="client",
+                        help="the Java producers' batch.size in bytes, or 'client' (default: "
+                             "the client's own, 16384)")
+    parser.add_argument("--linger-ms", type=_client_default_or_int, default="client",
+                        help="the Java producers' linger.ms, or 'client' (default: the "
+                             "client's own, 0)")
+    parser.add_argument("--against-kafka", action="store_true",
+                        help="also Apache Kafka (one node, as throughput.py --against-kafka), "
+                             "runs interleaved; prints both and the ratios oncelog / Kafka")
+    options = parser.parse_args(argv)
+    count = max(PER_TRANSACTION, round(MESSAGES_AT_SCALE_1 * options.scale))
+    runs: dict[str, list[dict]] = {}
+    brokers = []
+    with tempfile.TemporaryDirectory(prefix="oncelog-bench-txn-") as directory:
+        targets = [start_oncelog("oncelog", Path(directory), {})]
+        try:
+            if options.against_kafka:
+                from oncelog.testing.apache_kafka import KafkaUnavailable
+                try:
+                    targets.append(start_kafka(Path(directory)))
+                except KafkaUnavailable as error:
+                    print(str(error), file=sys.stderr)
+                    return 1
+            topics = {t.name: Topics(t.bootstrap, uuid.uuid4().hex[:8]) for t in targets}
+            if options.against_kafka:
+                targets[-1].topics = topics[KAFKA_NAME]
+                warm_up([targets[-1]], options.scale)  # Kafka's JIT, before timing
+            java_classes = (java_producer.compile_bench(Path(directory))
+                            if options.client == "java" else None)
+            for run in range(options.runs):
+                for target in targets:
+                    figures = measure(target, topics[target.name], java_classes, options,
+                                      count, run)
+                    for name, result in figures.items():
+                        if "error" in result:
+                            print(f"{target.name} run {run + 1}: {name} failed: "
+                                  f"{result['error']}")
+                            return 1
+                        print(f"{target.name} run {run + 1}: {name}: "
+                              f"{result['mb_per_s']:.1f} MB/s")
+                    runs.setdefault(target.name, []).append(figures)
+        finally:
+            while targets:
+                brokers.append(targets.pop().close())
+    medians = {name: report(name, broker_runs, options, count)
+               for name, broker_runs in runs.items()}
+    side_by_side = print_side_by_side(medians) if options.against_kafka else None
     out = HERE / "results" / f"transactions-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"options": vars(options), "count": count, "runs": runs,
-                               "broker": broker}, indent=1, default=str))
+    out.write_text(json.dumps({"options": vars(options), "count": count,
+                               "runs": runs["oncelog"], "brokers": brokers,
+                               "broker": brokers[-1], "kafka_runs": runs.get(KAFKA_NAME),
+                               "medians": medians, "comparison": side_by_side},
+                              indent=1, default=str))
     print(f"raw runs: {out}")
     return 0
 

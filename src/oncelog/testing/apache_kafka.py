@@ -61,7 +61,8 @@ from .broker import _track, _untrack, _WireFaultMethods, unique_name
 if TYPE_CHECKING:
     from .wire import WireProxy
 
-__all__ = ["ApacheKafka", "KAFKA_VERSION", "KafkaUnavailable", "apache_kafka", "kafka_jars"]
+__all__ = ["ApacheKafka", "KAFKA_SCRIPT_JVM_OPTIONS", "KAFKA_VERSION", "KafkaUnavailable",
+           "apache_kafka", "kafka_jars"]
 
 # The one place the version is pinned. 4.1.1: the newest 4.x patch release of a line that has
 # had one (4.2+ are newer than the clients oncelog tests with), and it runs on Java 17, the
@@ -79,6 +80,12 @@ INSTALL_HINT = ("oncelog: Apache Kafka needs Java 17+ and Maven (on Debian/Ubunt
 # A small heap and C1 only: a test broker starts in seconds and never holds much.
 JVM_OPTIONS = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                "-XX:-UsePerfData", "-Djava.awt.headless=true"]
+# What Apache Kafka's own kafka-server-start.sh / kafka-run-class.sh give a broker: a 1 GiB
+# heap, G1 and the full JIT. For measuring Kafka (benchmarks/), not for starting it quickly.
+KAFKA_SCRIPT_JVM_OPTIONS = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC",
+                            "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+                            "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15",
+                            "-Djava.awt.headless=true"]
 STOP_TIMEOUT_S = 15.0
 # A port free_port() found free can be taken before Kafka binds it: start again on new ports.
 BIND_ATTEMPTS = 3
@@ -215,9 +222,11 @@ def java_command() -> str:
 class KafkaNode:
     """One combined broker+controller JVM: its folder, ports and process."""
 
-    def __init__(self, node_id: int, directory: Path) -> None:
+    def __init__(self, node_id: int, directory: Path,
+                 jvm_options: list[str] | None = None) -> None:
         self.node_id = node_id
         self.directory = directory
+        self.jvm_options = JVM_OPTIONS if jvm_options is None else jvm_options
         self.port = free_port()
         self.controller_port = free_port()
         self.process: subprocess.Popen | None = None
@@ -242,7 +251,7 @@ class KafkaNode:
              output: Path) -> subprocess.Popen:
         with open(output, "ab") as log:
             return subprocess.Popen(
-                tied_to_this_process([java, *JVM_OPTIONS,
+                tied_to_this_process([java, *self.jvm_options,
                                       f"-Dlog4j2.configurationFile={self.directory}/log4j2"
                                       ".properties",
                                       f"-Dkafka.logs.dir={self.directory}",
@@ -265,14 +274,15 @@ class KafkaNode:
 class ApacheKafka(_WireFaultMethods):
     def __init__(self, directory: Path | None = None, brokers: int = 1, *,
                  settings: dict[str, str] | None = None, wire_faults: bool = True,
-                 version: str = KAFKA_VERSION) -> None:
+                 version: str = KAFKA_VERSION, jvm_options: list[str] | None = None) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be 1 or more, not {brokers}")
         self._own_dir = directory is None
         self.directory = Path(directory) if directory else Path(tempfile.mkdtemp(
             prefix="oncelog-apache-kafka-"))
         self.version = version
-        self.nodes = {n: KafkaNode(n, self.directory / f"node-{n}")
+        self.jvm_options = jvm_options  # None: JVM_OPTIONS, a quick start
+        self.nodes = {n: KafkaNode(n, self.directory / f"node-{n}", jvm_options)
                       for n in range(1, brokers + 1)}
         replication_factor = min(3, brokers)
         self.settings = {
@@ -369,7 +379,8 @@ class ApacheKafka(_WireFaultMethods):
                 node.process.wait()
             _untrack(node.pid)
             shutil.rmtree(node.directory, ignore_errors=True)
-        self.nodes = {n: KafkaNode(n, self.directory / f"node-{n}") for n in self.nodes}
+        self.nodes = {n: KafkaNode(n, self.directory / f"node-{n}", self.jvm_options)
+                      for n in self.nodes}
 
     def _configure(self, node: KafkaNode) -> Path:
         node.directory.mkdir(parents=True, exist_ok=True)
@@ -614,12 +625,14 @@ def _tail(*paths: Path) -> str:
 @contextlib.contextmanager
 def apache_kafka(brokers: int = 1, data_dir: Path | str | None = None, *,
                  settings: dict[str, str] | None = None,
-                 wire_faults: bool = True) -> Iterator[ApacheKafka]:
+                 wire_faults: bool = True,
+                 jvm_options: list[str] | None = None) -> Iterator[ApacheKafka]:
     """Apache Kafka (``brokers`` KRaft nodes) and its fault proxies for the ``with`` block,
     in ``data_dir`` or a temporary folder removed afterwards; every JVM stopped by pid after
-    it. ``settings`` are Kafka's config names, added to every node's server.properties."""
+    it. ``settings`` are Kafka's config names, added to every node's server.properties;
+    ``jvm_options`` replace ``JVM_OPTIONS`` (``KAFKA_SCRIPT_JVM_OPTIONS``: Kafka's own)."""
     started = ApacheKafka(Path(data_dir) if data_dir else None, brokers, settings=settings,
-                          wire_faults=wire_faults)
+                          wire_faults=wire_faults, jvm_options=jvm_options)
     started.start()
     try:
         yield started
