@@ -22,7 +22,7 @@ the end, also on failure - its namespaces go with it.
   |---|---|
   | ``partition-leader`` | the partition's leader from everything, clients included |
   | ``leader-from-zookeeper`` | the leader from the three ZooKeeper nodes only: clients and followers still reach it |
-  | ``split`` | the leader and one ZooKeeper node against the other brokers and ZooKeeper nodes |
+  | ``split`` | the leader and the ZooKeeper ensemble's leader against the other brokers and ZooKeeper nodes (which elect a ZooKeeper leader first) |
   | ``cut-link`` | the leader's packets to one follower (directed): the follower leaves the ISR |
   | ``isolate-zookeeper`` | one ZooKeeper node of three, a follower of the ensemble: a minority |
 
@@ -71,9 +71,9 @@ def cut(kind: str, cluster, leader: int):
         return cluster.isolate(leader)
     if kind == "leader-from-zookeeper":
         return cluster.cut_from_zookeeper(leader)
-    if kind == "split":
-        return cluster.split([leader, zookeepers[0]],
-                             [*others, *zookeepers[1:]])
+    if kind == "split":  # with the ensemble's leader: the other side elects a new one too
+        theirs = f"zookeeper-{cluster.ensemble.leader() or 1}"
+        return cluster.split([leader, theirs], [*others, *(z for z in zookeepers if z != theirs)])
     if kind == "cut-link":
         return cluster.cut(leader, others[0])
     ensemble = cluster.ensemble
