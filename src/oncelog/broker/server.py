@@ -494,8 +494,11 @@ class Connection(asyncio.BufferedProtocol):
                 self._recharge_writes()
                 if written is not None and not written.done():
                     written.set_result(None)
-                if api_key is ApiKey.METADATA and self.services.brokers.cut_off:
+                if (api_key is ApiKey.METADATA and self.services.brokers.cut_off
+                        and self.pending.empty()):
                     # its answer named no leaders: the client's next question goes elsewhere
+                    # (not while other requests are in flight behind it: closing would fail
+                    # them; with no leader here the client soon sends Metadata alone)
                     self.close("cut off", "answered Metadata while cut off from the store",
                                quiet=True)
                     return
