@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..served_process import free_port, tied_to_this_process
-from .broker import _track, _untrack, _WireFaultMethods, unique_name
+from .broker import _track, _untrack, _WireFaultMethods, unique_name, wait_until_in_sync
 
 if TYPE_CHECKING:
     from .wire import WireProxy
@@ -577,16 +577,7 @@ class ApacheKafka(_WireFaultMethods):
         admin = self.admin()
         admin.create_topics([NewTopic(name, partitions, replicas, config=dict(config or {}))],
                             operation_timeout=timeout_s)[name].result(timeout_s)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            described = admin.list_topics(name, timeout=5).topics.get(name)
-            if described is not None and described.error is None \
-                    and len(described.partitions) == partitions and all(
-                        p.leader >= 0 and len(p.isrs) == replicas
-                        for p in described.partitions.values()):
-                return name
-            time.sleep(0.1)
-        raise TimeoutError(f"topic {name}: replicas not all in sync within {timeout_s:g} s")
+        return wait_until_in_sync(admin, name, partitions, replicas, timeout_s)
 
     def group(self, prefix: str = "group") -> str:
         return unique_name(prefix)

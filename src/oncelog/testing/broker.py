@@ -27,6 +27,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,23 @@ def _kill_leftovers() -> None:
 
 def unique_name(prefix: str = "test") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def wait_until_in_sync(admin: Any, name: str, partitions: int, replicas: int,
+                       timeout_s: float) -> str:
+    """Until every partition of topic ``name`` has a leader and ``replicas`` replicas in its
+    ISR, as ``admin`` (a confluent-kafka AdminClient) reads it; returns ``name``, or raises
+    TimeoutError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        described = admin.list_topics(name, timeout=5).topics.get(name)
+        if described is not None and described.error is None \
+                and len(described.partitions) == partitions and all(
+                    p.leader >= 0 and len(p.isrs) == replicas
+                    for p in described.partitions.values()):
+            return name
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {name}: replicas not all in sync within {timeout_s:g} s")
 
 
 class _WireFaultMethods:

@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING
 
 from ..cluster.local import LocalCluster
 from ..cluster.zookeeper_process import ZooKeeperNotInstalled
-from .broker import FAST_SETTINGS, _track, _untrack, _WireFaultMethods, unique_name
+from .broker import (FAST_SETTINGS, _track, _untrack, _WireFaultMethods, unique_name,
+                     wait_until_in_sync)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -255,15 +256,7 @@ class Cluster(_WireFaultMethods):
         admin = self._admin()
         admin.create_topics([NewTopic(name, partitions, replication_factor,
                                       config=dict(config or {}))])[name].result(timeout_s)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            described = admin.list_topics(name, timeout=5).topics.get(name)
-            if described is not None and len(described.partitions) == partitions and all(
-                    p.leader >= 0 and len(p.isrs) == replication_factor
-                    for p in described.partitions.values()):
-                return name
-            time.sleep(0.1)
-        raise TimeoutError(f"topic {name}: replicas not all in sync within {timeout_s:g} s")
+        return wait_until_in_sync(admin, name, partitions, replication_factor, timeout_s)
 
     def group(self, prefix: str = "group") -> str:
         return unique_name(prefix)
