@@ -97,9 +97,6 @@ class ClusterMembership:
                                  before_everything=self._register_if_lost)
         self.fetchers: dict[int, tuple[Fetcher, asyncio.Task[None]]] = {}
         self._controller_dirty = asyncio.Event()
-        # set when the lease may be renewed at once (the state read again after a lost
-        # session), so a healed broker does not stay cut off until the next lease pass
-        self._lease_due = asyncio.Event()
         self._session_lost = False
         # After a lost session the lease stays revoked until the cluster's state has been
         # read again under the new session and applied: until then the broker may believe it
@@ -171,7 +168,6 @@ class ClusterMembership:
         if everything and self._lease_held_back and self._read_for_losses == self._sessions_lost:
             log.info("broker %d: the cluster's state read again; leading again", self.node_id)
             self._lease_held_back = False
-            self._lease_due.set()
         self._reconcile_fetchers()
         self.on_applied()
 
@@ -304,11 +300,7 @@ class ClusterMembership:
                 log.info("broker %d: the leadership lease is renewed", self.node_id)
                 self.brokers.cut_off = False
             was_valid = valid
-            try:
-                await asyncio.wait_for(self._lease_due.wait(), interval_s)
-            except TimeoutError:
-                pass
-            self._lease_due.clear()
+            await asyncio.sleep(interval_s)
 
     # -- the controller role ---------------------------------------------------------------
 

@@ -14,7 +14,8 @@
 - ``read_all`` and ``assert_delivered`` (``oncelog.testing.assertions``): the verifier's
   checker on a topic's contents, with its lost / duplicated / reordered report.
 - ``apache_kafka()`` / ``ApacheKafka`` (``oncelog.testing.apache_kafka``): a real Apache
-  Kafka (KRaft, one node or N), from jars Maven fetches once, behind the same wire proxy.
+  Kafka (KRaft, one node or N), from jars Maven fetches once, behind the same wire proxy;
+  ``python -m oncelog.testing.fetch_apache_kafka`` fetches them ahead (``make setup`` does).
 - ``cluster()``: ZooKeeper (one, or an ensemble) and N brokers (``oncelog.testing.cluster``).
 - ``local_spark_session()`` and ``SparkDriver`` (``oncelog.testing.spark``): a local
   SparkSession with the ``oncelog`` source, and a streaming job run as a process group.
