@@ -168,6 +168,7 @@ class ClusterMembership:
         if everything and self._lease_held_back and self._read_for_losses == self._sessions_lost:
             log.info("broker %d: the cluster's state read again; leading again", self.node_id)
             self._lease_held_back = False
+            self.brokers.cut_off = False  # what it knows is current again
         self._reconcile_fetchers()
         self.on_applied()
 
