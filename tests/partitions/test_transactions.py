@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 import time
 from collections import Counter
 
@@ -45,18 +44,13 @@ def test_transactions_commit_whole_and_abort_clean_under_random_partitions(
         leader_of(cluster, "__transaction_state", coordinator_partition),
         leader_of(cluster, TOPIC, 0)])
     run = TransactionRun(cluster.bootstrap, TOPIC, TRANSACTIONAL_ID,
-                         random.Random(partition_seed + 1))
-    worker = threading.Thread(target=run.run, name="transactions", daemon=True)
-    worker.start()
+                         random.Random(partition_seed + 1)).start()
     try:
         time.sleep(3)  # the first transactions before the first fault
         schedule.run(SECONDS)
     finally:
         cluster.heal()
-        run.stop.set()
-        worker.join(200)
-    if run._error is not None:
-        raise run._error
+        run.finish()
     context = (f"seed {partition_seed}, errors {dict(run.errors)}, "
                f"schedule: {schedule.describe()}")
     wait_in_sync(cluster, TOPIC, PARTITIONS)

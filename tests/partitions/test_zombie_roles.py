@@ -60,9 +60,7 @@ def test_a_transaction_coordinator_cut_from_zookeeper_hands_its_ids_over_unfence
     cluster = isolated_cluster()
     topic, transactional_id = "ledger", "zombie-coordinator"
     create_topic(cluster, topic, 3, **{"min.insync.replicas": "2"})
-    run = TransactionRun(cluster.bootstrap, topic, transactional_id, random.Random(31))
-    worker = threading.Thread(target=run.run, name="transactions", daemon=True)
-    worker.start()
+    run = TransactionRun(cluster.bootstrap, topic, transactional_id, random.Random(31)).start()
     index = partition_for(transactional_id, int(SETTINGS["transaction.state.log.num.partitions"]))
     try:
         wait_until(lambda: len(run.committed) >= 5, 60, what="the first transactions")
@@ -84,10 +82,7 @@ def test_a_transaction_coordinator_cut_from_zookeeper_hands_its_ids_over_unfence
         assert _describe_transaction(old, transactional_id) == ErrorCode.NOT_COORDINATOR
     finally:
         cluster.heal()
-        run.stop.set()
-        worker.join(200)
-    if run._error is not None:
-        raise run._error
+        run.finish()
     context = f"errors {dict(run.errors)}"
     assert not run.fatal_errors, f"the producer was fenced: {run.fatal_errors}; {context}"
     wait_in_sync(cluster, topic, 3)

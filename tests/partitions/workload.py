@@ -126,6 +126,20 @@ class TransactionRun:
     errors: Counter = field(default_factory=Counter)
     stop: threading.Event = field(default_factory=threading.Event)
     _error: BaseException | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> TransactionRun:
+        self._thread = threading.Thread(target=self.run, name="transactions", daemon=True)
+        self._thread.start()
+        return self
+
+    def finish(self) -> None:
+        """Stop after the transaction under way; raise what stopped the thread, if anything."""
+        self.stop.set()
+        assert self._thread is not None
+        self._thread.join(200)
+        if self._error is not None:
+            raise self._error
 
     def run(self) -> None:
         try:
