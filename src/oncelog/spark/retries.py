@@ -5,7 +5,10 @@ client see a few answers that only mean "ask again, somewhere else": NOT_LEADER_
 FENCED_LEADER_EPOCH and UNKNOWN_LEADER_EPOCH (the client's leader epoch is behind or ahead of
 the broker's), LEADER_NOT_AVAILABLE (no leader elected yet), OFFSET_NOT_AVAILABLE (a new
 leader whose high watermark has not caught up, KIP-207), REQUEST_TIMED_OUT, and a broker
-that went away (librdkafka's ``_TRANSPORT``, ``_TIMED_OUT``, ``_ALL_BROKERS_DOWN``). These
+that went away (librdkafka's ``_TRANSPORT``, ``_TIMED_OUT``, ``_ALL_BROKERS_DOWN``), and
+librdkafka's ``_NOENT`` "Failed to query partition leaders: No leaders found" (its admin
+client's ListOffsets when Metadata names leader -1: an election under way, or a broker cut
+off from the cluster answering, as Kafka's fenced brokers do, that it knows no leader). These
 are ``RETRIABLE_CODES``, with whatever librdkafka flags retriable itself and Kafka's
 retriable metadata errors (UNKNOWN_TOPIC_OR_PARTITION: a new leader that has not applied the
 partition yet; KAFKA_STORAGE_ERROR). ``NO_OFFSET`` stands for a ListOffsets answer that
@@ -45,6 +48,8 @@ RETRIABLE_CODES = frozenset({
     "UNKNOWN_TOPIC_OR_PART", "KAFKA_STORAGE_ERROR", "BROKER_NOT_AVAILABLE",
     # a broker that went away, as librdkafka reports it locally
     "_TRANSPORT", "_TIMED_OUT", "_TIMED_OUT_QUEUE", "_ALL_BROKERS_DOWN", "_NODE_UPDATE",
+    # no leader for the partition in the Metadata answer (LEADER_NOT_AVAILABLE, locally)
+    "_NOENT",
 })
 
 

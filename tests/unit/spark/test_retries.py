@@ -38,6 +38,14 @@ def test_other_errors_are_not(code):
     assert not is_retriable(KafkaError(code))
 
 
+def test_no_leader_in_the_metadata_is_retriable():
+    """librdkafka's admin ListOffsets when Metadata names leader -1 for the partition (an
+    election under way, or a broker cut off from the cluster answering): CI, 2026-11-29, the
+    Spark copy job gave up on it between two partitions of the leader."""
+    assert is_retriable(KafkaError(KafkaError._NOENT,
+                                   "Failed to query partition leaders: No leaders found"))
+
+
 def test_a_fatal_error_is_never_retried():
     assert not is_retriable(KafkaError(KafkaError._TRANSPORT, fatal=True))
 
