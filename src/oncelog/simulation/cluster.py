@@ -301,6 +301,7 @@ class Node:
         self.services: BrokerServices | None = None
         self._task: asyncio.Task[None] | None = None
         self.incarnation = 0
+        self.start_requested = False  # a restart the schedule asked for, not begun yet
         self.paused = False
         self._resumed: asyncio.Event | None = None
 
@@ -329,6 +330,7 @@ class Node:
         world = self.world
         loop = asyncio.get_running_loop()
         self.incarnation += 1
+        self.start_requested = False
         self.resume()
         if world.observer is not None:
             world.observer.forget_node(self.node_id)
@@ -373,7 +375,7 @@ class Node:
         leadership = CoordinatorLeadership(self.node_id, self.partitions,
                                            services.group_coordinator,
                                            services.transaction_coordinator)
-        self.membership = ClusterMembership(
+        membership = self.membership = ClusterMembership(
             config, store, calls, self.partitions, self.lease, self.brokers,
             lambda: registration, fetcher_factory=self._fetcher, monotonic=loop.time,
             run_blocking=_inline, on_applied=leadership.follow)
@@ -386,11 +388,13 @@ class Node:
                 await asyncio.sleep(1.0)
             if self.incarnation != generation or not self.alive:
                 return
-        self.membership.watch()
+        if self.incarnation != generation or not self.alive:
+            return  # killed, or started again, while connecting
+        membership.watch()
         while True:  # as Broker._register_in_cluster: our killed self may still be registered
             try:
-                await calls(self.membership.register)
-                await self.membership.sync.read_everything()
+                await calls(membership.register)
+                await membership.sync.read_everything()
                 break
             except (StoreUnavailable, NodeIdInUse):
                 await asyncio.sleep(0.5)
@@ -737,6 +741,7 @@ class Simulation:
         elif action == "restart" and dead:
             node = rng.choice(dead)
             self._note(f"{node.name}: restarted")
+            node.start_requested = True  # healing, right after this step, must not start it too
             return loop.create_task(self._start(node))
         elif action == "cut" and live:
             node = rng.choice(live)
@@ -1118,7 +1123,7 @@ class Simulation:
         for cut in sorted(self.world.network.cut, key=sorted):
             self._heal(cut)
         for node in self.world.nodes.values():
-            if not node.alive:
+            if not node.alive and not node.start_requested:
                 self._note(f"{node.name}: restarted (healing)")
                 await node.start()
 
