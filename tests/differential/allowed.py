@@ -6,10 +6,10 @@ row is ``| conversations | API | versions | field | reason |``:
 - conversations: a glob of conversation names (``*``: all);
 - API: Kafka's name (``Metadata``) or ``*``;
 - versions: ``*``, ``3``, ``0-4`` or ``0-2, 5``;
-- field: the field's path, in backquotes, with ``*`` matching one name or index and ``**`` anything: indexes of ordered
-  arrays are written ``[]`` (``topics[].partitions[].leader_epoch``), entries of unordered
-  ones by their name (``configs[retention.ms].value``, ``api_keys[0].max_version``); a
-  pattern may also name the index (``responses[1].error_code``);
+- field: the field's path, in backquotes; ``*`` matches one name or index, ``**`` anything.
+  Indexes of ordered arrays are written ``[]`` (``records[].base_offset``), entries of
+  unordered ones by their name (``configs[retention.ms].value``, ``api_keys[0].max_version``);
+  a pattern may also name an index (``records[1].base_offset``);
 - reason: why oncelog answers differently (required).
 """
 

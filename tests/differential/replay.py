@@ -20,11 +20,18 @@ data, normalised so that two brokers answering alike give equal data:
   free are sorted.
 - record sets are decoded into batches (header fields) and records.
 
-A step may say ``"versions": "served"`` (one step per version oncelog's handler serves) or a
-list; ``"retry": false`` turns off the retry of transient errors (a coordinator still loading,
-a topic's leader not yet elected, CONCURRENT_TRANSACTIONS), which is otherwise done up to
-``RETRY_S`` seconds, the last answer kept. A broker that closes the connection instead of
-answering gives ``{"$closed": true}`` and the next step reconnects.
+- masked, besides: entries of unordered arrays are compared by their name (``configs[...]``,
+  ``partitions[0]``), not their place.
+
+A step names its API and ``version``, or ``"versions"``: a list, or ``"served"`` - one step
+per version oncelog's handler serves (``%v`` in the step's strings becomes the version).
+Transient errors (a coordinator still loading, a leader not yet elected,
+CONCURRENT_TRANSACTIONS, NOT_LEADER_OR_FOLLOWER; a Produce only when no partition took its
+batch) are retried for up to ``RETRY_S`` seconds, the last answer kept; ``"retry": false``
+turns that off, ``"retry_errors"`` adds codes, and ``"retry_until": {"dotted.path": value}``
+retries until the response holds that value. A broker that closes the connection instead of
+answering gives ``{"$closed": true}``, one that does not answer within ``SOCKET_TIMEOUT_S``
+``{"$no_answer_within_s": ...}``; the next step reconnects.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,8 +60,8 @@ CONVERSATIONS = Path(__file__).parent / "conversations"
 RETRY_S = 15.0
 RETRIABLE = {ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
              ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.CONCURRENT_TRANSACTIONS,
-             ErrorCode.NOT_COORDINATOR}
-SOCKET_TIMEOUT_S = 30.0
+             ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+SOCKET_TIMEOUT_S = 12.0
 
 # Kafka's names for the APIs: "InitProducerId" -> ApiKey.INIT_PRODUCER_ID
 API_BY_NAME = {"".join(p.capitalize() for p in key.name.split("_")): key for key in ApiKey}
@@ -67,7 +75,7 @@ LEARNED = {"member_id": "member", "leader": "member", "producer_id": "producer",
            "preferred_read_replica": "node"}
 # request fields whose values may be tokens of learned ids
 REQUEST_LEARNED = {"member_id": "member", "producer_id": "producer", "topic_id": "topic_id",
-                   "leader": "member"}
+                   "leader": "member", "v3_and_below_producer_id": "producer"}
 NOT_IDS = (None, -1, "", "00000000-0000-0000-0000-000000000000", "AAAAAAAAAAAAAAAAAAAAAA")
 MASKED = {"throttle_time_ms", "cluster_id", "host", "port", "error_message",
           "leader_epoch_timestamp", "transaction_start_time_ms", "last_timestamp",
@@ -75,14 +83,15 @@ MASKED = {"throttle_time_ms", "cluster_id", "host", "port", "error_message",
 # arrays whose order the protocol leaves free (sorted before comparing)
 UNORDERED = {"brokers", "groups", "configs", "synonyms", "api_keys", "members",
              "transaction_states", "supported_features", "finalized_features",
-             "coordinators", "partitions"}
+             "coordinators", "partitions", "partition_responses", "responses", "topics",
+             "results"}
 # arrays of entities: an entry whose name is not the conversation's is another test's
 ENTITY_NAMES = ("name", "topic", "group_id", "transactional_id", "key")
 ENTITY_ARRAYS = {"topics", "groups", "transaction_states", "coordinators", "responses"}
 
 # the field naming an entry of an unordered array: such an array is compared as a map
-KEYS = ("name", "partition_index", "partition", "api_key", "node_id", "broker_id", "key", "group_id", "member_id",
-        "transactional_id")
+KEYS = ("name", "topic", "resource_name", "partition_index", "partition", "index", "api_key",
+        "node_id", "broker_id", "key", "group_id", "member_id", "transactional_id")
 KEYED = "="  # prefix of a map entry made of an unordered array's entry
 
 _NAME_TOKEN = re.compile(r"\$([a-z_]+[0-9]*)")
@@ -100,6 +109,8 @@ class Step:
     request: dict
     client_id: str | None = "differential"
     retry: bool = True
+    retry_errors: tuple[int, ...] = ()
+    retry_until: dict[str, Any] = field(default_factory=dict)  # dotted path -> value
     note: str = ""
 
     @property
@@ -127,9 +138,12 @@ def load(path: Path) -> Conversation:
         elif isinstance(versions, int):
             versions = [versions]
         for version in versions:
-            steps.append(Step(api, version, raw.get("request", {}),
-                              raw.get("client_id", "differential"), raw.get("retry", True),
-                              raw.get("note", "")))
+            request = json.loads(json.dumps(raw.get("request", {})).replace("%v", str(version)))
+            steps.append(Step(api, version, request,
+                              client_id=raw.get("client_id", "differential"),
+                              retry=raw.get("retry", True), note=raw.get("note", ""),
+                              retry_errors=tuple(raw.get("retry_errors", ())),
+                              retry_until=raw.get("retry_until", {})))
     return Conversation(path.stem, steps, data.get("description", ""),
                         data.get("source", "hand"))
 
@@ -174,8 +188,22 @@ def _substitute(value: Any, run: Run) -> Any:
             return _raw_batch(value, run)
         if "$text" in value:
             return value["$text"].encode()
+        if "$subscription" in value:  # ConsumerProtocolSubscription v0
+            topics = [_substitute(t, run) for t in value["$subscription"]]
+            return (struct.pack(">hi", 0, len(topics)) + b"".join(_string(t) for t in topics)
+                    + struct.pack(">i", -1))
+        if "$assignment" in value:  # ConsumerProtocolAssignment v0
+            owned = {_substitute(t, run): p for t, p in value["$assignment"].items()}
+            return (struct.pack(">hi", 0, len(owned))
+                    + b"".join(_string(t) + struct.pack(f">i{len(p)}i", len(p), *p)
+                               for t, p in owned.items()) + struct.pack(">i", -1))
         return {key: _substitute(item, run) for key, item in value.items()}
     return value
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack(">h", len(data)) + data
 
 
 def _batch(spec: dict, run: Run) -> bytes:
@@ -183,13 +211,16 @@ def _batch(spec: dict, run: Run) -> bytes:
     attributes = 0x10 if spec.get("transactional") else 0
     values = [None if v is None else v.encode() for v in spec.get("values", ["v"])]
     keys = spec.get("keys")
-    return make_batch(values, keys=None if keys is None else
-                      [None if k is None else k.encode() for k in keys],
-                      timestamp_ms=spec.get("timestamp_ms", 1_700_000_000_000),
-                      producer_id=spec.get("producer_id", -1),
-                      producer_epoch=spec.get("producer_epoch", -1),
-                      base_sequence=spec.get("base_sequence", -1), attributes=attributes,
-                      codec=spec.get("codec", 0))
+    batch = make_batch(values, keys=None if keys is None else
+                       [None if k is None else k.encode() for k in keys],
+                       timestamp_ms=spec.get("timestamp_ms", 1_700_000_000_000),
+                       producer_id=spec.get("producer_id", -1),
+                       producer_epoch=spec.get("producer_epoch", -1),
+                       base_sequence=spec.get("base_sequence", -1), attributes=attributes,
+                       codec=spec.get("codec", 0))
+    if spec.get("corrupt_crc"):
+        batch = batch[:17] + bytes([batch[17] ^ 0xFF]) + batch[18:]
+    return batch
 
 
 def _raw_batch(spec: dict, run: Run) -> bytes:
@@ -295,7 +326,10 @@ class Connection:
 
 # -- decoding and normalising responses ----------------------------------------------------
 
-def plain(message: Any, fields: Any, version: int) -> dict:
+def plain(message: Any, fields: Any, version: int,
+          records: Callable[[bytes], Any] | None = None) -> dict:
+    """A decoded message as plain data; record sets as ``records`` makes them (default:
+    ``batches``)."""
     out: dict[str, Any] = {}
     for schema in fields:
         if not schema.for_version_q(version):
@@ -304,11 +338,12 @@ def plain(message: Any, fields: Any, version: int) -> dict:
         if value is None:
             out[schema.name] = None
         elif schema.is_struct_array():
-            out[schema.name] = [plain(item, schema._fields, version) for item in value]
+            out[schema.name] = [plain(item, schema._fields, version, records)
+                                for item in value]
         elif schema.is_struct():
-            out[schema.name] = plain(value, schema._fields, version)
+            out[schema.name] = plain(value, schema._fields, version, records)
         elif schema.type_str == "records":
-            out[schema.name] = batches(bytes(value))
+            out[schema.name] = (records or batches)(bytes(value))
         elif schema.type_str == "bytes":
             out[schema.name] = base64.b64encode(bytes(value)).decode()
         elif schema.type_str == "uuid":
@@ -359,11 +394,11 @@ def normalise(value: Any, run: Run, key: str | None = None) -> Any:
     if key in MASKED:
         return "<masked>"
     if key in LEARNED:
-        namespace = LEARNED[key]
+        known = run.learned.get(LEARNED[key], {})
         if isinstance(value, list):
-            return [v if v in NOT_IDS else run.learn(namespace, v) for v in value]
-        if value not in NOT_IDS and not isinstance(value, (dict, list)):
-            return run.learn(namespace, value)
+            return [known.get(v, v) for v in value]
+        if not isinstance(value, dict):
+            return known.get(value, value)
     if isinstance(value, dict):
         return {k: normalise(v, run, k) for k, v in value.items()}
     if isinstance(value, list):
@@ -393,16 +428,27 @@ def _ours(item: dict, run: Run) -> bool:
     """False for an entry naming another test's entity (or an internal topic)."""
     for key in ENTITY_NAMES:
         name = item.get(key)
-        if isinstance(name, str) and name and not name.startswith("$"):
+        if isinstance(name, str) and name and not name.startswith("$") \
+                and name not in run.names.values():
             return False
     return True
+
+
+def _drop_foreign(value: Any, run: Run, key: str | None = None) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_foreign(v, run, k) for k, v in value.items()}
+    if isinstance(value, list):
+        if key in ENTITY_ARRAYS:
+            value = [item for item in value if not isinstance(item, dict) or _ours(item, run)]
+        return [_drop_foreign(item, run) for item in value]
+    return value
 
 
 def _errors(value: Any) -> set[int]:
     found: set[int] = set()
     if isinstance(value, dict):
         for key, item in value.items():
-            if key == "error_code" and isinstance(item, int):
+            if key.endswith("error_code") and isinstance(item, int):
                 found.add(item)
             else:
                 found |= _errors(item)
@@ -412,13 +458,25 @@ def _errors(value: Any) -> set[int]:
     return found
 
 
+def _at(value: Any, path: str) -> Any:
+    """``topics.0.partitions.0.offset`` in a raw response (None when absent)."""
+    for part in path.split("."):
+        try:
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return None
+    return value
+
+
 def _learn_raw(value: Any, run: Run, key: str | None = None) -> None:
     """Learn the ids of a raw response (before names are turned back into tokens)."""
     if key in LEARNED and not isinstance(value, (dict, list)) and value not in NOT_IDS:
         run.learn(LEARNED[key], value)
     elif isinstance(value, dict):
+        failed = value.get("error_code", 0) != 0
         for k, v in value.items():
-            _learn_raw(v, run, k)
+            if not (failed and k == "producer_id"):  # an error's producer id is no id
+                _learn_raw(v, run, k)
     elif isinstance(value, list):
         for item in value:
             _learn_raw(item, run, key if not isinstance(item, dict) else None)
@@ -451,10 +509,19 @@ def replay(bootstrap: str, conversation: Conversation, names: dict[str, str]) ->
                 except Closed:
                     raw = {"$closed": True}
                     break
-                if not (step.retry and _errors(raw) & RETRIABLE
-                        and time.monotonic() < deadline):
+                except TimeoutError:
+                    connection.close()
+                    raw = {"$no_answer_within_s": SOCKET_TIMEOUT_S}
+                    break
+                errors = _errors(raw)
+                # a Produce that wrote to some partition is not sent twice
+                again = errors & (RETRIABLE | set(step.retry_errors)) and not (
+                    step.api == ApiKey.PRODUCE and ErrorCode.NONE in errors) or any(
+                    _at(raw, path) != wanted for path, wanted in step.retry_until.items())
+                if not (step.retry and again and time.monotonic() < deadline):
                     break
                 time.sleep(0.1)
+            raw = _drop_foreign(raw, run)  # before learning: other tests' ids are not ours
             _learn_raw(raw, run)
             out.append(Exchange(step, normalise(raw, run), tries))
     finally:
