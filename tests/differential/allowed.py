@@ -4,7 +4,7 @@ The table sits between ``<!-- divergences:begin -->`` and ``<!-- divergences:end
 row is ``| conversations | API | versions | field | reason |``:
 
 - conversations: a glob of conversation names (``*``: all);
-- API: Kafka's name (``Metadata``) or ``*``;
+- API: Kafka's name (``Metadata``), several separated by commas, or ``*``;
 - versions: ``*``, ``3``, ``0-4`` or ``0-2, 5``;
 - field: the field's path, in backquotes; ``*`` matches one name or index, ``**`` anything.
   Indexes of ordered arrays are written ``[]`` (``records[].base_offset``), entries of
@@ -29,7 +29,7 @@ BEGIN, END = "<!-- divergences:begin -->", "<!-- divergences:end -->"
 @dataclass
 class Entry:
     conversations: str
-    api: str
+    api: set[str]  # {"*"}: any
     versions: set[int] | None  # None: every version
     field: str
     reason: str
@@ -38,11 +38,11 @@ class Entry:
 
     def matches(self, difference: Difference) -> bool:
         return (fnmatch.fnmatchcase(difference.conversation, self.conversations)
-                and self.api in ("*", difference.api)
+                and ("*" in self.api or difference.api in self.api)
                 and (self.versions is None or difference.version in self.versions)
                 and _glob(self.field).fullmatch(difference.path) is not None
                 or fnmatch.fnmatchcase(difference.conversation, self.conversations)
-                and self.api in ("*", difference.api)
+                and ("*" in self.api or difference.api in self.api)
                 and (self.versions is None or difference.version in self.versions)
                 and _glob(self.field).fullmatch(difference.where) is not None)
 
@@ -94,6 +94,7 @@ def load_allowed(doc: Path = DOC) -> Allowed:
         if len(cells) != 5 or not cells[4]:
             raise ValueError(f"{doc}:{number + 1}: a row needs 5 cells, the reason last")
         conversations, api, versions, path, reason = cells
-        entries.append(Entry(conversations.strip("`"), api, _versions(versions),
+        entries.append(Entry(conversations.strip("`"), {a.strip() for a in api.split(",")},
+                             _versions(versions),
                              re.sub(r"^`|`$", "", path), reason, number + 1))
     return Allowed(entries)

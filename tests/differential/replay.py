@@ -24,7 +24,9 @@ data, normalised so that two brokers answering alike give equal data:
   ``partitions[0]``), not their place.
 
 A step names its API and ``version``, or ``"versions"``: a list, or ``"served"`` - one step
-per version oncelog's handler serves (``%v`` in the step's strings becomes the version).
+per version oncelog's handler serves (``%v`` in the step's strings becomes the version);
+``"header_version"`` claims another version in the header than the body is written at
+(ApiVersions v99, answered at v0).
 Transient errors (a coordinator still loading, a leader not yet elected,
 CONCURRENT_TRANSACTIONS, NOT_LEADER_OR_FOLLOWER; a Produce only when no partition took its
 batch) are retried for up to ``RETRY_S`` seconds, the last answer kept; ``"retry": false``
@@ -111,6 +113,7 @@ class Step:
     retry: bool = True
     retry_errors: tuple[int, ...] = ()
     retry_until: dict[str, Any] = field(default_factory=dict)  # dotted path -> value
+    header_version: int | None = None  # the version the header claims, when not ``version``
     note: str = ""
 
     @property
@@ -143,7 +146,8 @@ def load(path: Path) -> Conversation:
                               client_id=raw.get("client_id", "differential"),
                               retry=raw.get("retry", True), note=raw.get("note", ""),
                               retry_errors=tuple(raw.get("retry_errors", ())),
-                              retry_until=raw.get("retry_until", {})))
+                              retry_until=raw.get("retry_until", {}),
+                              header_version=raw.get("header_version")))
     return Conversation(path.stem, steps, data.get("description", ""),
                         data.get("source", "hand"))
 
@@ -273,7 +277,8 @@ def encode_request(step: Step, run: Run, correlation_id: int) -> bytes:
         request["max_wait_ms"] = min(request.get("max_wait_ms", 0), 200)
     body = _message(cls, request).encode(version=step.version)
     client = None if step.client_id is None else step.client_id.encode()
-    header = struct.pack(">hhi", step.api, step.version, correlation_id)
+    claimed = step.version if step.header_version is None else step.header_version
+    header = struct.pack(">hhi", step.api, claimed, correlation_id)
     header += struct.pack(">h", -1) if client is None else struct.pack(">h", len(client)) + client
     if messages.is_flexible(step.api, step.version):
         header += b"\x00"
@@ -386,8 +391,11 @@ def batches(data: bytes) -> list[dict]:
 
 def decode_response(step: Step, body: bytes) -> dict:
     cls = messages.RESPONSES[step.api]
-    response = cls.decode(body, version=step.version)
-    return plain(response, cls._struct._fields, step.version)
+    version = step.version
+    if step.header_version is not None and step.api == ApiKey.API_VERSIONS:
+        version = 0  # KIP-511: an unsupported version is answered at v0
+    response = cls.decode(body, version=version)
+    return plain(response, cls._struct._fields, version)
 
 
 def normalise(value: Any, run: Run, key: str | None = None) -> Any:
