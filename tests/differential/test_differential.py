@@ -51,3 +51,14 @@ def test_the_replayer_sees_a_difference():
     assert (difference.api, difference.version, difference.path, difference.kafka,
             difference.oncelog) == ("Heartbeat", 4, "error_code", 0, 25)
     assert compare("c", kafka, kafka) == []
+
+
+def test_every_version_oncelog_advertises_is_in_a_conversation():
+    """A version a handler starts to serve (and ApiVersions to advertise) needs a step in
+    some conversation ("versions": "served" adds it by itself), so it is compared too."""
+    from oncelog.broker.dispatch import HANDLERS
+    seen = {(step.api, step.version) for c in all_conversations() for step in c.steps}
+    missing = {key.name: sorted(v for v in getattr(module, "ADVERTISED_VERSIONS",
+                                                   module.VERSIONS) if (key, v) not in seen)
+               for key, module in HANDLERS.items()}
+    assert not {name: versions for name, versions in missing.items() if versions}
