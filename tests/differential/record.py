@@ -5,8 +5,8 @@
 
 Run from the repository's root. Each scenario starts an oncelog broker (``oncelog.testing``)
 with a recording proxy in front of it (the verifier's ``FaultProxy``, which also rewrites
-Metadata and FindCoordinator to keep the client behind it), runs confluent-kafka against the
-proxy, and writes every request in the order the broker received it, over all the client's
+Metadata and FindCoordinator to keep the client behind it), runs a real client (confluent-kafka;
+kafka-python for ``kafka_python_group``) against the proxy, and writes every request in the order the broker received it, over all the client's
 connections, with what the replay needs to send it again:
 
 - the names the scenario made become ``$topic``, ``$group``, ``$txn``;
@@ -39,7 +39,7 @@ from oncelog.verify.proxy import FaultProxy, ThreadedProxy
 
 from .replay import (CONVERSATIONS, NAME_BY_API, REQUEST_LEARNED, Run, _learn_raw, plain)
 
-CLIENT = "confluent-kafka"
+CLIENTS = {"kafka_python_group": "kafka-python"}  # the rest: confluent-kafka
 
 
 class _Tap:
@@ -82,7 +82,7 @@ class RecordingProxy(FaultProxy):
 
 
 def conversation_of(events: list[tuple[int, str, bytes]], names: dict[str, str],
-                    description: str) -> dict:
+                    description: str, client: str) -> dict:
     """The recorded frames as a conversation file's content."""
     run = Run({})
     pending: dict[tuple[int, int], dict] = {}
@@ -110,7 +110,7 @@ def conversation_of(events: list[tuple[int, str, bytes]], names: dict[str, str],
             cls = messages.RESPONSES[api]
             response = cls.decode(frame[4 + (1 if flexible else 0):], version=step["version"])
             _learn_raw(plain(response, cls._struct._fields, step["version"]), run)
-    text = json.dumps({"description": description, "source": "recorded", "client": CLIENT,
+    text = json.dumps({"description": description, "source": "recorded", "client": client,
                        "steps": steps}, indent=1)
     for token, name in names.items():
         text = text.replace(name, f"${token}")
@@ -196,6 +196,30 @@ def _transactions(bootstrap: str, names: dict[str, str]) -> None:
     consumer.close()
 
 
+def _kafka_python_group(bootstrap: str, names: dict[str, str]) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(names["topic"], 1, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(3):
+        producer.send(names["topic"], value=f"p{i}".encode(), timestamp_ms=1_700_000_000_000)
+    producer.flush(10)
+    producer.close()
+    consumer = KafkaConsumer(names["topic"], bootstrap_servers=bootstrap,
+                             group_id=names["group"], auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+    got = 0
+    for _ in range(30):
+        got += sum(len(v) for v in consumer.poll(timeout_ms=500).values())
+        if got >= 3:
+            break
+    assert got == 3, got
+    consumer.commit()
+    consumer.close()
+
+
 SCENARIOS = {
     "producer": (_producer, ("topic",), "confluent-kafka: an idempotent producer writes six "
                                          "records to two partitions (acks=all)."),
@@ -204,6 +228,9 @@ SCENARIOS = {
     "transactions": (_transactions, ("topic", "txn", "group"),
                      "confluent-kafka: a transactional producer commits a record with its "
                      "consumer offsets, then aborts one."),
+    "kafka_python_group": (_kafka_python_group, ("topic", "group"),
+                           "kafka-python: a producer writes three records (acks=all); a "
+                           "consumer group member reads them, commits and leaves."),
 }
 
 
@@ -216,7 +243,8 @@ def record(scenario: str) -> Path:
         with ThreadedProxy(proxy, "recording-proxy") as threaded:
             run(threaded.bootstrap, names)
         events = list(proxy.events)
-    conversation = conversation_of(events, names, description)
+    conversation = conversation_of(events, names, description,
+                                   CLIENTS.get(scenario, "confluent-kafka"))
     path = CONVERSATIONS / f"recorded_{scenario}.json"
     path.write_text(json.dumps(conversation, indent=1) + "\n")
     return path

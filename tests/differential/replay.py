@@ -392,7 +392,9 @@ def batches(data: bytes) -> list[dict]:
 def decode_response(step: Step, body: bytes) -> dict:
     cls = messages.RESPONSES[step.api]
     version = step.version
-    if step.header_version is not None and step.api == ApiKey.API_VERSIONS:
+    if step.api == ApiKey.API_VERSIONS and (
+            step.header_version is not None
+            or body[:2] == struct.pack(">h", ErrorCode.UNSUPPORTED_VERSION)):
         version = 0  # KIP-511: an unsupported version is answered at v0
     response = cls.decode(body, version=version)
     return plain(response, cls._struct._fields, version)
