@@ -5,9 +5,10 @@
 
 Run from the repository's root. Each scenario starts an oncelog broker (``oncelog.testing``)
 with a recording proxy in front of it (the verifier's ``FaultProxy``, which also rewrites
-Metadata and FindCoordinator to keep the client behind it), runs a real client (confluent-kafka;
-kafka-python for ``kafka_python_group``) against the proxy, and writes every request in the order the broker received it, over all the client's
-connections, with what the replay needs to send it again:
+Metadata and FindCoordinator to keep the client behind it), runs a real client against the
+proxy (confluent-kafka; kafka-python for ``kafka_python_group``), and writes every request
+in the order the broker received it, over all the client's connections, with what the
+replay needs to send it again:
 
 - the names the scenario made become ``$topic``, ``$group``, ``$txn``;
 - ids the broker chose (member ids, producer ids, topic ids), seen in an earlier response,
