@@ -6,7 +6,7 @@
 Run from the repository's root. Each scenario starts an oncelog broker (``oncelog.testing``)
 with a recording proxy in front of it (the verifier's ``FaultProxy``, which also rewrites
 Metadata and FindCoordinator to keep the client behind it), runs a real client against the
-proxy (confluent-kafka; kafka-python for ``kafka_python_group``), and writes every request
+proxy (confluent-kafka; kafka-python and aiokafka for ``*_group``), and writes every request
 in the order the broker received it, over all the client's connections, with what the
 replay needs to send it again:
 
@@ -40,7 +40,7 @@ from oncelog.verify.proxy import FaultProxy, ThreadedProxy
 
 from .replay import (CONVERSATIONS, NAME_BY_API, REQUEST_LEARNED, Run, _learn_raw, plain)
 
-CLIENTS = {"kafka_python_group": "kafka-python"}  # the rest: confluent-kafka
+CLIENTS = {"kafka_python_group": "kafka-python", "aiokafka_group": "aiokafka"}  # else confluent
 
 
 class _Tap:
@@ -221,6 +221,44 @@ def _kafka_python_group(bootstrap: str, names: dict[str, str]) -> None:
     consumer.close()
 
 
+def _aiokafka_group(bootstrap: str, names: dict[str, str]) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    async def run() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(names["topic"], 1, 1)])
+        finally:
+            await admin.close()
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        await producer.start()
+        try:
+            for i in range(3):
+                await producer.send_and_wait(names["topic"], f"a{i}".encode(),
+                                             timestamp_ms=1_700_000_000_000)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(names["topic"], bootstrap_servers=bootstrap,
+                                    group_id=names["group"], auto_offset_reset="earliest",
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            got = 0
+            for _ in range(30):
+                batches = await consumer.getmany(timeout_ms=500)
+                got += sum(len(v) for v in batches.values())
+                if got >= 3:
+                    break
+            assert got == 3, got
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+
+    asyncio.run(run())
+
+
 SCENARIOS = {
     "producer": (_producer, ("topic",), "confluent-kafka: an idempotent producer writes six "
                                          "records to two partitions (acks=all)."),
@@ -232,6 +270,9 @@ SCENARIOS = {
     "kafka_python_group": (_kafka_python_group, ("topic", "group"),
                            "kafka-python: a producer writes three records (acks=all); a "
                            "consumer group member reads them, commits and leaves."),
+    "aiokafka_group": (_aiokafka_group, ("topic", "group"),
+                       "aiokafka: a producer writes three records (acks=all); a consumer "
+                       "group member reads them, commits and leaves."),
 }
 
 
