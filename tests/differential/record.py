@@ -294,9 +294,11 @@ def record(scenario: str) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*", choices=[*SCENARIOS, []],
-                        help="default: all of them")
+    parser.add_argument("scenarios", nargs="*", help=f"of {', '.join(SCENARIOS)} (default: all)")
     args = parser.parse_args(argv)
+    unknown = [name for name in args.scenarios if name not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario {unknown[0]!r}; known: {', '.join(SCENARIOS)}")
     for scenario in args.scenarios or list(SCENARIOS):
         path = record(scenario)
         steps = len(json.loads(path.read_text())["steps"])
