@@ -255,7 +255,8 @@ def test_describe_topic_configs_sources_and_synonym_order():
     assert (cleanup.value, cleanup.source) == ("compact", ConfigSource.TOPIC_CONFIG)
     assert [s[2] for s in cleanup.synonyms] == [ConfigSource.TOPIC_CONFIG,
                                                 ConfigSource.DEFAULT_CONFIG]
-    assert cleanup.config_type == ConfigType.STRING
+    assert cleanup.config_type == ConfigType.LIST  # as Kafka declares it
+    assert segment.config_type == ConfigType.INT  # Kafka: INT, though it ends in ".bytes"
 
     unclean = entries["unclean.leader.election.enable"]  # nothing set
     assert (unclean.value, unclean.source) == ("false", ConfigSource.DEFAULT_CONFIG)

@@ -4,7 +4,8 @@ Behaviour: real entries. For a topic (resource type 2): every topic config with 
 value and source (TOPIC_CONFIG for an override, STATIC_BROKER_CONFIG when the broker-level
 config was set, DEFAULT_CONFIG otherwise) and, when asked, the synonyms behind it. For a broker
 (type 4): its configs, named by this broker's id (or "" for cluster defaults); another id is
-INVALID_REQUEST. ``configuration_keys`` filters; an unknown resource type is INVALID_REQUEST.
+INVALID_REQUEST; every broker config is read-only (none changes while the broker runs).
+``configuration_keys`` filters; an unknown resource type is INVALID_REQUEST.
 Version notes: v3 adds config types and documentation.
 """
 
@@ -37,7 +38,10 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
         keys = resource.configuration_keys
         if keys is not None:
             entries = [e for e in entries if e.name in set(keys)]
-        configs = [_entry(e, request.include_synonyms, request.include_documentation)
+        # oncelog changes no broker config while it runs (no AlterConfigs): all read-only,
+        # as Kafka marks its broker configs that are not dynamic
+        read_only = resource.resource_type == BROKER
+        configs = [_entry(e, request.include_synonyms, request.include_documentation, read_only)
                    for e in entries]
         results.append(_result(resource, ErrorCode.NONE, None, configs))
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
@@ -55,8 +59,9 @@ def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigE
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported")
 
 
-def _entry(entry: ConfigEntry, synonyms: bool, documentation: bool) -> Entry:
-    return Entry(name=entry.name, value=entry.value, read_only=False, config_source=entry.source,
+def _entry(entry: ConfigEntry, synonyms: bool, documentation: bool, read_only: bool) -> Entry:
+    return Entry(name=entry.name, value=entry.value, read_only=read_only,
+                 config_source=entry.source,
                  is_sensitive=False,
                  synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in entry.synonyms]
                  if synonyms else [],

@@ -150,8 +150,13 @@ def _read_partition(ctx: RequestContext, topic: str,
             records = partition.read(request_partition.fetch_offset, limit, isolation,
                                      min_one_batch=first, region_min_bytes=SPLICE_MIN_BYTES)
     except KafkaError as error:
-        known = error.code == ErrorCode.OFFSET_OUT_OF_RANGE
-        return _entry(index, error.code, partition if known else None, isolation, b""), None
+        # As Kafka answers a consumer: -1 offsets with any error, and no aborted list when
+        # the read itself failed (an unknown partition, refused before reading, keeps [] when
+        # read_committed). One of oncelog's followers out of range reads the leader's log
+        # start offset here (Kafka's follower asks ListOffsets instead).
+        known = error.code == ErrorCode.OFFSET_OUT_OF_RANGE and replica_id >= 0
+        return _entry(index, error.code, partition if known else None,
+                      isolation if partition is None else None, b""), None
     entry = _entry(index, ErrorCode.NONE, partition, isolation, records)
     if isolation is IsolationLevel.READ_COMMITTED and replica_id < 0 and len(records):
         entry.aborted_transactions = [
@@ -171,8 +176,9 @@ def _end_offset(records: Part, partition: Partition) -> int:
     return next_offset if next_offset >= 0 else partition.last_stable_offset
 
 
-def _entry(index: int, code: ErrorCode, partition: Partition | None, isolation: IsolationLevel,
-           records: Part) -> PartitionData:
+def _entry(index: int, code: ErrorCode, partition: Partition | None,
+           isolation: IsolationLevel | None, records: Part) -> PartitionData:
+    """One partition's answer; ``isolation`` None for an error (no aborted list)."""
     return _partition_data(
         partition_index=index, error_code=code,
         high_watermark=partition.high_watermark if partition is not None else -1,
@@ -186,6 +192,6 @@ def _entry(index: int, code: ErrorCode, partition: Partition | None, isolation: 
 def error_response(request: FetchRequest, code: ErrorCode, message: str | None) -> FetchResponse:
     return FetchResponse(throttle_time_ms=0, error_code=code, session_id=0, responses=[
         TopicData(topic=t.topic, topic_id=t.topic_id, partitions=[
-            _entry(p.partition, code, None, IsolationLevel.READ_UNCOMMITTED, b"")
+            _entry(p.partition, code, None, None, b"")
             for p in t.partitions])
         for t in request.topics])

@@ -10,7 +10,8 @@ OFFSET_METADATA_TOO_LARGE (``offset.metadata.max.bytes``). With ``log.flush.poli
 the response waits for the fsync of that partition of ``__consumer_offsets``.
 Version notes: v2-v4 carry retention_time_ms, accepted and ignored (offsets are kept until
 deleted); v6 adds the leader epoch; v7 group_instance_id; v8 flexible; v9 is v8 for classic
-groups. v10 names topics by id and is not served.
+groups, except that a generation of a group that does not exist is GROUP_ID_NOT_FOUND
+(ILLEGAL_GENERATION before v9), as in Kafka. v10 names topics by id and is not served.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCom
     results.update(coordinator.commit_offsets(
         request.group_id, request.member_id,
         request.group_instance_id if version >= 7 else None,
-        request.generation_id_or_member_epoch, offsets))
+        request.generation_id_or_member_epoch, offsets,
+        ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION))
     if ErrorCode.NONE in results.values():
         index = coordinator.partition_for(request.group_id)
         try:

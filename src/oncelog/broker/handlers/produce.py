@@ -139,12 +139,28 @@ def _append(ctx: RequestContext, topic: str, data: PartitionData, acks: int,
     try:
         partition = ctx.services.partitions.get_partition(topic, data.index)
         waiting = _verify_transaction(ctx, transactional_id, partition, records, acks)
-        if waiting is not None:
-            return _appended_when_verified(partition, data.index, waiting)
-        info = partition.append_records(records, required_acks=acks)
     except KafkaError as error:
         return _result(data.index, error.code, message=error.message), None, None
+    if waiting is not None:
+        return _appended_when_verified(partition, data.index, waiting)
+    try:
+        info = partition.append_records(records, required_acks=acks)
+    except KafkaError as error:
+        return _failed(partition, data.index, error), None, None
     return _appended(partition, data.index, info)
+
+
+# Errors answered without the log start offset; Kafka's ReplicaManager gives it with every
+# other error of an append (an out-of-order sequence, a fenced epoch, an invalid record).
+_NO_LOG_START_OFFSET = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.UNKNOWN_TOPIC_ID})
+
+
+def _failed(partition: Partition, index: int, error: KafkaError) -> PartitionResult:
+    start = -1 if error.code in _NO_LOG_START_OFFSET else partition.log_start_offset
+    return _result(index, error.code, log_start_offset=start, message=error.message)
 
 
 def _appended(partition: Partition, index: int, info: AppendInfo) -> _Appended:

@@ -45,19 +45,22 @@ class OffsetsAndAdministration:
                                 timeout_ms: int | None = None) -> None: ...
 
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
-                       generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]
+                       generation_id: int, offsets: dict[TopicPartition, OffsetAndMetadata],
+                       missing_group: ErrorCode = E.ILLEGAL_GENERATION
                        ) -> dict[TopicPartition, ErrorCode]:
         """OffsetCommit: members commit with their generation; anyone may commit to a group
         without members with generation -1 and no member id (admin tools, manual
-        assignment). Metadata longer than ``offset.metadata.max.bytes`` is refused per
-        partition. Each commit also counts as a heartbeat."""
+        assignment). A generation of a group that does not exist is ``missing_group``
+        (OffsetCommit v9+: GROUP_ID_NOT_FOUND, as Kafka's OffsetMetadataManager answers).
+        Metadata longer than ``offset.metadata.max.bytes`` is refused per partition. Each
+        commit also counts as a heartbeat."""
         error = self._check_group_id(group_id, allow_empty=True)
         if error is not E.NONE:
             return {partition: error for partition in offsets}
         group = self.manager.get(group_id)
         if group is None:
             if generation_id >= 0:  # a member of a generation that is gone
-                return {partition: E.ILLEGAL_GENERATION for partition in offsets}
+                return {partition: missing_group for partition in offsets}
             group = self.manager.add(ClassicGroup(group_id,
                                                   current_state_timestamp_ms=self.clock()))
         error = self._check_offset_commit(group, member_id, group_instance_id, generation_id)
