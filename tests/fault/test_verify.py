@@ -175,12 +175,12 @@ def test_an_existing_cluster_given_with_bootstrap_is_used_and_left_running(tmp_p
     the topics got one replica whatever the cluster's settings."""
     faults = ["kill-consumer", "drop-acks"]
     bootstrap = oncelog_cluster.direct_bootstrap.split(",")[1]
-    run = run_verify(tmp_path / "out", "--semantics", "at-least-once", "--duration", "12",
+    run = run_verify(tmp_path / "out", "--semantics", "at-least-once", "--duration", "10",
                      "--seed", "12", "--faults", ",".join(faults), "--bootstrap", bootstrap)
     assert run.returncode == 0, run.explain()
     counts = run.result["results"]["at_least_once"]["counts"]
     assert counts["lost"] == 0 and counts["acknowledged"] > 500, run.explain()
-    assert_schedule_played(run, "at_least_once", faults, 12)
+    assert_schedule_played(run, "at_least_once", faults, 10)
     assert dropped_acks(run.result, "at_least_once") > 0, run.explain()
     assert not (run.out / "broker").exists(), "the run started a broker of its own"
     pids = oncelog_cluster.pids()
@@ -282,6 +282,11 @@ BAD_INPUT = {
     "kill-broker of a broker not ours": (
         lambda tmp: ["--bootstrap", f"127.0.0.1:{free_port()}", "--faults", "kill-broker"],
         "cannot be used with --bootstrap"),
+    "a cluster fault on a broker not ours": (
+        lambda tmp: ["--bootstrap", f"127.0.0.1:{free_port()}", "--faults", "pause-broker"],
+        "pause-broker acts on brokers the verifier started itself, so it cannot be used with "
+        "--bootstrap (a broker it did not start); the faults that apply there are "
+        "kill-consumer, kill-driver, drop-acks"),
     "kill-leader without a cluster": (
         lambda tmp: ["--faults", "kill-leader,kill-consumer"],
         "kill-leader needs a cluster the verifier starts itself; add --brokers 3"),
