@@ -1,13 +1,15 @@
 """``oncelog verify --bootstrap`` against a real Apache Kafka (issue 32): every semantics,
 transactions and the Spark pipeline included, under the faults that apply to a broker the
-verifier did not start - kills of its own consumer, copy job, transform worker and reader,
-and ``drop-acks`` through its proxy - asserting the same contract and the same landed
-faults as the runs on oncelog's broker (``test_verify.py``, ``test_verify_transactions.py``).
+verifier did not start - kills of its own consumers, transform worker and reader, and
+``drop-acks`` through its proxy - asserting the same contract and the same landed faults as
+the runs on oncelog's broker (``test_verify.py``, ``test_verify_transactions.py``). The Spark
+pipeline runs under ``drop-acks`` only: killing its driver costs a minute of Spark restart
+and exercises the checkpoint and the sink, not the broker (``test_verify.py`` does it).
 
 The Kafka is the plugin's session one (``oncelog_apache_kafka``: one node, shared with the
 worker's other Apache Kafka tests); the runs go to its broker directly (``direct_bootstrap``),
-since the verifier puts its own proxy in front, and must leave it running. Short runs (10 s
-of workload) keep the file within its share of ``make test``; the Spark run is most of it.
+since the verifier puts its own proxy in front, and must leave it running. Short runs (8-10
+s of workload) keep the file small; the Spark JVM's start is most of its time.
 ``--bootstrap`` with one broker of a cluster (a proxy per broker, the cluster's replication
 factor) is ``test_verify.py``'s, against the kit's oncelog cluster, which starts in seconds.
 """
@@ -68,29 +70,24 @@ def test_at_most_once_and_at_least_once_against_apache_kafka(oncelog_apache_kafk
     assert dropped_acks(run.result, "at_least_once") > 0, run.explain()
 
 
-@pytest.mark.timeout(400)  # Spark's JVM starts twice: 1.5-2.5 min on a busy machine
+@pytest.mark.timeout(400)  # Spark's JVM: 40-100 s on a busy machine
 def test_exactly_once_spark_pipeline_against_apache_kafka(oncelog_apache_kafka, tmp_path):
     """The default exactly-once stage: the Spark copy job reads Kafka with the ``oncelog``
-    source into the TransactionalSink and is killed with ``kill -9`` (aimed after the sink's
-    transaction, before Spark's commit log: a batch run again must be skipped); the
-    idempotent producers meet dropped acknowledgements, which Kafka must deduplicate."""
-    faults = ["kill-driver", "drop-acks"]
-    run = verify_against(oncelog_apache_kafka, tmp_path, ["exactly_once"], faults, 1, 10,
-                         "--rate", "100", timeout=360)
-    result = run.result["results"]["exactly_once"]
-    counts = result["counts"]
+    source into the TransactionalSink while the idempotent producers meet dropped
+    acknowledgements, which Kafka must deduplicate. No driver kill here: a Spark restart
+    costs a minute, and what it exercises - the checkpoint and the sink's markers - does not
+    depend on the broker (``test_verify.py`` kills the driver against oncelog's broker)."""
+    run = verify_against(oncelog_apache_kafka, tmp_path, ["exactly_once"], ["drop-acks"], 1,
+                         8, "--rate", "200", timeout=360)
+    counts = run.result["results"]["exactly_once"]["counts"]
     assert counts["lost"] == counts["duplicated"] == counts["reordered"] == 0, run.explain()
     assert counts["log_duplicates"] == 0, run.explain()  # Kafka deduplicated the retries
-    assert counts["acknowledged"] > 500, run.explain()
+    assert counts["acknowledged"] > 1000, run.explain()
     assert counts["delivered"] >= counts["acknowledged"], run.explain()
-    assert run.result["runs"]["exactly_once"]["stage"] == "Spark copy job", run.explain()
-    kills = [o for o in result["fault_outcomes"] if o["name"] == "kill-driver"]
-    assert kills and all(o["landed"] and o["window"] for o in kills), run.explain()
+    details = run.result["runs"]["exactly_once"]
+    assert details["stage"] == "Spark copy job" and details["sink_rows"] == counts["delivered"]
     log = (run.out / "logs" / "exactly-once-copy-job.log").read_text()
-    assert log.count(" started") >= 2, run.explain()  # restarted from its checkpoint
-    for window in (o["window"] for o in kills):
-        if window["id"] == "after_sink_before_commit_log":  # run again, stored once
-            assert len(re.findall(rf"\] batch {window['batch']} written$", log, re.M)) >= 2
+    assert re.search(r"\] batch \d+ written$", log, re.M), run.explain()
     assert dropped_acks(run.result, "exactly_once") > 0, run.explain()
 
 

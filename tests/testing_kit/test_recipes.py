@@ -4,7 +4,8 @@ pytester runs them in a subprocess with the plugin, as a user would. The three t
 ``oncelog_any_broker`` run twice, against oncelog's broker and against a real Apache Kafka
 (the subprocess's own session Kafka: the broker-kill recipe kills and restarts it). The Spark
 recipe (two Spark drivers, tens of seconds) runs on its own, marked slow, against oncelog's
-broker; its job against Kafka is ``tests/fault/test_verify_apache_kafka.py``'s pipeline run."""
+broker (docs/testing.md says why); the same copy job reads Kafka in
+``tests/fault/test_verify_apache_kafka.py``'s pipeline run."""
 
 from __future__ import annotations
 
