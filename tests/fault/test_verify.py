@@ -29,11 +29,13 @@ def faults_of(result: dict, semantics: str) -> list[dict]:
     return result["results"][semantics]["faults"]
 
 
-def assert_schedule_played(run, semantics: str, faults: list[str], duration_s: float) -> None:
-    """The run used the seeded schedule, and injected and healed every fault in it."""
+def assert_schedule_played(run, semantics: str, faults: list[str], duration_s: float,
+                           label: str | None = None) -> None:
+    """The run used the seeded schedule, and injected and healed every fault in it
+    (``label``: "all" for a run of several semantics, which share one schedule)."""
     result = run.result
     expected = FaultSchedule.generate(result["seed"], faults, duration_s,
-                                      semantics.replace("_", "-"))
+                                      label or semantics.replace("_", "-"))
     assert result["schedule"] == expected.to_dict(), run.explain()
     events = faults_of(result, semantics)
     for fault in expected:
@@ -45,6 +47,12 @@ def assert_schedule_played(run, semantics: str, faults: list[str], duration_s: f
         # on time, give or take the shift while a target recovered (faults.nemesis)
         detail = injected[0]["detail"]
         assert abs(detail["elapsed_s"] - fault.at_s - detail["delay_s"]) < 1.0, run.explain()
+
+
+def dropped_acks(result: dict, semantics: str) -> int:
+    """Produce responses the run's proxy dropped (drop-acks' heal events)."""
+    return sum(e["detail"]["dropped"] for e in faults_of(result, semantics)
+               if e["name"] == "drop-acks" and e["action"] == "heal")
 
 
 def landed(result: dict, semantics: str, name: str) -> list[str]:
@@ -155,22 +163,41 @@ def test_exactly_once_pipeline_run_neither_loses_nor_duplicates(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_existing_broker_given_with_bootstrap_is_used_and_left_running(tmp_path, broker):
-    """``--bootstrap``: the run uses a broker it did not start - its topic appears there,
-    drop-acks goes through the proxy in front of it - and leaves that broker running."""
+def test_an_existing_cluster_given_with_bootstrap_is_used_and_left_running(tmp_path,
+                                                                           oncelog_cluster):
+    """``--bootstrap`` with one broker of a cluster the run did not start: its topic appears
+    there with the cluster's own replication factor (3; the verifier gives its own broker's
+    topics one replica), drop-acks goes through a proxy in front of *each* broker the cluster
+    advertises, and every broker is left running.
+
+    Before: one proxy in front of the broker named by --bootstrap rewrote every broker's
+    address to itself, so requests for the other brokers' partitions went to that one; and
+    the topics got one replica whatever the cluster's settings."""
     faults = ["kill-consumer", "drop-acks"]
-    run = run_verify(tmp_path / "out", "--semantics", "at-least-once", "--duration", "14",
-                     "--seed", "12", "--faults", ",".join(faults),
-                     "--bootstrap", broker.bootstrap)
+    bootstrap = oncelog_cluster.direct_bootstrap.split(",")[1]
+    run = run_verify(tmp_path / "out", "--semantics", "at-least-once", "--duration", "10",
+                     "--seed", "12", "--faults", ",".join(faults), "--bootstrap", bootstrap)
     assert run.returncode == 0, run.explain()
     counts = run.result["results"]["at_least_once"]["counts"]
     assert counts["lost"] == 0 and counts["acknowledged"] > 500, run.explain()
-    assert_schedule_played(run, "at_least_once", faults, 14)
+    assert_schedule_played(run, "at_least_once", faults, 10)
+    assert dropped_acks(run.result, "at_least_once") > 0, run.explain()
     assert not (run.out / "broker").exists(), "the run started a broker of its own"
-    assert running(broker.pid), "the run stopped a broker it did not start"
+    pids = oncelog_cluster.pids()
+    assert len(pids) == 4 and all(running(pid) for pid in pids), \
+        "the run stopped a broker it did not start"
+    details = run.result["runs"]["at_least_once"]
+    assert details["replication_factor"] == 3, run.explain()
     from confluent_kafka.admin import AdminClient
-    topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
-    assert run.result["runs"]["at_least_once"]["topic"] in topics, run.explain()
+    topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    partitions = topics[details["topic"]].partitions.values()
+    assert {len(partition.replicas) for partition in partitions} == {3}, run.explain()
+    # the partitions are led by all three brokers, and acknowledgements were dropped in
+    # front of each: the producers reached every leader through a proxy of its own
+    assert {partition.leader for partition in partitions} == set(oncelog_cluster.node_ids)
+    by_broker = details["proxy_dropped_by_broker"]
+    assert sorted(by_broker) == sorted(oncelog_cluster.direct_bootstrap.split(",")), by_broker
+    assert all(count > 0 for count in by_broker.values()), run.explain()
 
 
 @pytest.mark.slow
@@ -255,6 +282,11 @@ BAD_INPUT = {
     "kill-broker of a broker not ours": (
         lambda tmp: ["--bootstrap", f"127.0.0.1:{free_port()}", "--faults", "kill-broker"],
         "cannot be used with --bootstrap"),
+    "a cluster fault on a broker not ours": (
+        lambda tmp: ["--bootstrap", f"127.0.0.1:{free_port()}", "--faults", "pause-broker"],
+        "pause-broker acts on brokers the verifier started itself, so it cannot be used with "
+        "--bootstrap (a broker it did not start); the faults that apply there are "
+        "kill-consumer, kill-driver, drop-acks"),
     "kill-leader without a cluster": (
         lambda tmp: ["--faults", "kill-leader,kill-consumer"],
         "kill-leader needs a cluster the verifier starts itself; add --brokers 3"),

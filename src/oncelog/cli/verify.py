@@ -46,15 +46,17 @@ class InconclusiveFailure(Failure):
                    "slow-net (root on Linux: the cluster runs in network namespaces), with "
                    "--spark-master and --semantics exactly-once kill-executor "
                    "(comma-separated), or none: a plain run, reported as such "
-                   "[default: kill-broker,kill-consumer,kill-driver,drop-acks, or the "
-                   "--control's faults].")
+                   "[default: kill-broker,kill-consumer,kill-driver,drop-acks; "
+                   "with --bootstrap without kill-broker; or the --control's faults].")
 @click.option("--duration", "duration_s", type=float, default=45.0, show_default=True,
               metavar="S", help="Seconds of workload per semantics.")
 @click.option("--seed", type=int, default=None, metavar="N",
               help="Seed of the fault schedule; the same seed replays the same schedule "
                    "[default: a random one, printed].")
 @click.option("--bootstrap", "-b", default=None, metavar="HOST:PORT",
-              help="Use this broker instead of starting one (kill-broker needs our own).")
+              help="Use this broker instead of starting one, an Apache Kafka for one; "
+                   "only kill-consumer, kill-driver, drop-acks (and kill-executor) apply to "
+                   "a broker the run did not start.")
 @click.option("--brokers", type=click.IntRange(1, 9), default=None, metavar="N",
               help="Start a cluster of N brokers and a ZooKeeper (topics with replication "
                    "factor min(3, N), min.insync.replicas=2) [default: 1 broker, no "

@@ -24,6 +24,13 @@ ran; the run records that in ``runs.exactly_once.spark`` and is *inconclusive* i
 on an executor (the stage did not really run on the cluster). ``kill-executor``
 (``faults.executor``) kills one of the copy job's executors mid-batch.
 
+**A broker it did not start** (``--bootstrap``: an Apache Kafka, say): nothing is started or
+stopped on the broker's side; each run's topics are created with the broker's own
+``default.replication.factor`` (CreateTopics' -1, KIP-464), and everything else - groups,
+transactions, offsets, the proxy's address rewriting - goes through the Kafka protocol as
+any client's would. ``tests/fault/test_verify_apache_kafka.py`` runs every semantics so
+against a real Apache Kafka.
+
 **A cluster** (``--brokers N``, N >= 2): the run starts a ``LocalCluster`` - its own
 ZooKeeper and N broker processes - with ``CLUSTER_SETTINGS``; each run's topic gets
 replication factor min(3, N), ``min.insync.replicas=2`` and unclean election off, and the
@@ -88,6 +95,7 @@ __all__ = ["RunFailed", "RunOutcome", "Runner", "preflight", "write_outputs"]
 PRODUCER_FLUSH_S = 30.0
 MAX_UNEXPECTED_RESTARTS = 5
 CLUSTER_READY_TIMEOUT_S = 60.0
+DEFAULT_REPLICATION = -1   # CreateTopics: the broker's default.replication.factor (KIP-464)
 
 # A verify cluster's broker settings (on top of Scenario.broker_settings). The ZooKeeper
 # session is short (Kafka's default is 18 s) so a killed or paused broker is noticed within
@@ -465,8 +473,13 @@ class _SemanticsRun:
         proxy = None
         if "drop-acks" in scenario.faults:
             # a cluster: a proxy per broker, so clients still follow leaders (proxy.py)
-            proxy = (ProxyGroup(self.bootstrap.split(",")) if self.target is not None
-                     else ProxyThread(self.bootstrap)).start()
+            if self.target is not None:
+                proxy = ProxyGroup(self.bootstrap.split(",")).start()
+            elif scenario.bootstrap is not None:
+                # a broker it did not start may be a cluster: a proxy per broker it names
+                proxy = ProxyGroup(_advertised_brokers(self.bootstrap)).start()
+            else:
+                proxy = ProxyThread(self.bootstrap).start()
             runner._proxies.append(proxy)
         self.stage = stage = self._stage()
         self.details.update(stage=stage.description, stage_log=str(stage.log_path))
@@ -489,6 +502,10 @@ class _SemanticsRun:
         unproved = self._spark_evidence(stage)
         if proxy is not None:
             self.details["proxy_dropped_responses"] = proxy.stats.dropped_responses
+            if isinstance(proxy, ProxyGroup):  # which brokers it stood in front of
+                self.details["proxy_dropped_by_broker"] = {
+                    f"{one.proxy.upstream_host}:{one.proxy.upstream_port}":
+                        one.stats.dropped_responses for one in proxy.proxies}
             proxy.stop()
             runner._proxies.remove(proxy)
 
@@ -528,6 +545,13 @@ class _SemanticsRun:
         topics = [self.topic]
         if self.semantics == "exactly_once" and scenario.exactly_once_stage == "transform":
             topics.append(transform_worker.output_topic(self.topic))
+        if self.target is None and scenario.bootstrap is not None:
+            # A broker the run did not start keeps its own durability settings: its
+            # default.replication.factor (and min.insync.replicas), not a replica of one.
+            for topic in topics:
+                _create_topic(self.bootstrap, topic, scenario.partitions, DEFAULT_REPLICATION)
+            self.details["replication_factor"] = _replication_factor(self.bootstrap, self.topic)
+            return
         if self.target is None:
             for topic in topics:
                 _create_topic(self.bootstrap, topic, scenario.partitions)
@@ -764,6 +788,35 @@ def _create_topic(bootstrap: str, topic: str, partitions: int, replication_facto
                                       config=config or {})])[topic].result(30)
     except KafkaException as error:
         raise RunFailed(f"cannot create topic {topic}: {error.args[0].str()}") from None
+
+
+def _advertised_brokers(bootstrap: str) -> list[str]:
+    """Every broker's HOST:PORT as the cluster advertises it in Metadata (what the fault
+    proxies must rewrite); one proxy in front of a cluster's first broker would send every
+    request there, to partitions it does not lead."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})  # type: ignore[dict-item]
+    try:
+        brokers = admin.list_topics(timeout=15).brokers
+    except KafkaException as error:
+        raise RunFailed(f"cannot read the brokers of {bootstrap}: {error.args[0].str()}") \
+            from None
+    return [f"{broker.host}:{broker.port}" for _, broker in sorted(brokers.items())]
+
+
+def _replication_factor(bootstrap: str, topic: str) -> int | None:
+    """How many replicas the broker gave ``topic``'s first partition (None: not seen)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})  # type: ignore[dict-item]
+    try:
+        metadata = admin.list_topics(topic, timeout=10).topics.get(topic)
+    except KafkaException:
+        return None
+    if metadata is None or 0 not in metadata.partitions:
+        return None
+    return len(metadata.partitions[0].replicas)
 
 
 def _log_end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:

@@ -47,6 +47,13 @@ exactly-once``.
 with no ZooKeeper; 2 or more is a ``LocalCluster`` with its own ZooKeeper, which the
 cluster faults (``kill-leader``, ``pause-broker``) need. ``--brokers`` and ``--bootstrap``
 exclude each other: one says which broker to use, the other asks to start some.
+
+``bootstrap`` is a broker the run did not start (an Apache Kafka, a Redpanda, an ``oncelog
+broker`` of the user's): the faults that apply there are ``BOOTSTRAP_FAULTS`` - kills of the
+processes the run started and ``drop-acks`` through the run's own proxy - and
+``kill-executor`` with a Spark cluster; the faults that act on brokers (``BROKER_FAULTS``:
+``kill-broker``, the cluster faults and network partitions) are refused in one sentence, and
+without ``--faults`` the default leaves ``kill-broker`` out.
 """  # noqa: E501 - a table's rows stay one line each
 
 from __future__ import annotations
@@ -60,11 +67,18 @@ from .checker import SEMANTICS, TRANSACTIONAL, normalize_semantics
 from .schedule import (CLUSTER_FAULTS, NETWORK_FAULTS, SPARK_CLUSTER_FAULTS, FaultSchedule,
                        parse_faults)
 
-__all__ = ["BadInput", "CONTROLS", "Control", "DEFAULT_FAULTS", "EXACTLY_ONCE_STAGES",
+__all__ = ["BOOTSTRAP_FAULTS", "BROKER_FAULTS", "BadInput", "CONTROLS", "Control",
+           "DEFAULT_FAULTS", "EXACTLY_ONCE_STAGES",
            "ISOLATION_LEVELS", "RunFailed", "Scenario"]
 
 # the CLI's default; the cluster faults are asked for by name (they need --brokers)
 DEFAULT_FAULTS = ("kill-broker", "kill-consumer", "kill-driver", "drop-acks")
+# Faults that act on the brokers themselves: only on brokers the run started (its own broker
+# or --brokers N), never on a --bootstrap broker, which it has no process or namespace of.
+BROKER_FAULTS = ("kill-broker", *CLUSTER_FAULTS)
+# What applies to a broker the run did not start (--bootstrap): the processes the run started
+# (consumer, copy job, transform worker, Spark executors) and the wire through its own proxy.
+BOOTSTRAP_FAULTS = tuple(name for name in DEFAULT_FAULTS if name not in BROKER_FAULTS)
 EXACTLY_ONCE_STAGES = ("pipeline", "transform", "at-least-once-consumer")
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 STANDALONE = "standalone"   # --spark-master standalone: the run starts a cluster of its own
@@ -132,8 +146,8 @@ class Scenario:
               brokers: int | None = None, control: str | None = None,
               **options: Any) -> Scenario:
         """``brokers=None``: not given (one broker, or none with ``bootstrap``);
-        ``semantics``/``faults`` None: not given (all and ``DEFAULT_FAULTS``, or the
-        control's own)."""
+        ``semantics``/``faults`` None: not given (all and ``DEFAULT_FAULTS`` - without the
+        broker faults with ``bootstrap``: ``BOOTSTRAP_FAULTS`` - or the control's own)."""
         control = cls._control(control, options)
         master = options.get("spark_master")
         if isinstance(master, str):
@@ -142,7 +156,8 @@ class Scenario:
         if semantics is None:
             semantics = CONTROLS[control].semantics if control else "all"
         if faults is None:
-            faults = ",".join(CONTROLS[control].faults if control else DEFAULT_FAULTS)
+            defaults = BOOTSTRAP_FAULTS if options.get("bootstrap") else DEFAULT_FAULTS
+            faults = ",".join(CONTROLS[control].faults if control else defaults)
         if control == "duplicated" and options.get("exactly_once_stage", "pipeline") == "pipeline":
             options["exactly_once_stage"] = "at-least-once-consumer"
         elif control == "aborted-reads":
@@ -234,9 +249,14 @@ class Scenario:
             host, sep, port = self.bootstrap.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise BadInput(f"--bootstrap expects HOST:PORT, not {self.bootstrap!r}")
-            if "kill-broker" in self.faults:
-                raise BadInput("kill-broker kills a broker the verifier started itself, so it "
-                               "cannot be used with --bootstrap; drop one of them")
+            on_brokers = [name for name in self.faults if name in BROKER_FAULTS]
+            if on_brokers:
+                acts, they = ("acts", "it") if len(on_brokers) == 1 else ("act", "they")
+                raise BadInput(f"{' and '.join(on_brokers)} {acts} on brokers the verifier "
+                               f"started itself, so {they} cannot be used with --bootstrap (a "
+                               "broker it did not start); the faults that apply there are "
+                               f"{', '.join(BOOTSTRAP_FAULTS)} (and kill-executor with "
+                               "--spark-master)")
         cluster_faults = [name for name in self.faults if name in CLUSTER_FAULTS]
         if cluster_faults and self.brokers < 2:
             need = "needs" if len(cluster_faults) == 1 else "need"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from oncelog.verify.scenario import DEFAULT_FAULTS, BadInput, Scenario
+from oncelog.verify.scenario import BOOTSTRAP_FAULTS, DEFAULT_FAULTS, BadInput, Scenario
 
 
 def build(**options):
@@ -48,9 +48,28 @@ def test_brokers_and_bootstrap_exclude_each_other_even_for_one_broker():
     assert build(bootstrap="127.0.0.1:9092").brokers == 1
 
 
-def test_a_cluster_fault_with_bootstrap_is_refused():
-    with pytest.raises(BadInput, match="needs a cluster"):
-        build(faults="kill-leader", bootstrap="127.0.0.1:9092")
+@pytest.mark.parametrize("faults", ["kill-leader", "pause-broker,kill-consumer", "split",
+                                    "kill-broker"])
+def test_a_broker_fault_with_bootstrap_is_refused_naming_the_faults_that_apply(faults):
+    """Before: a cluster fault with --bootstrap said "add --brokers 3", which --bootstrap
+    refuses in turn. A broker the run did not start takes no broker fault at all."""
+    with pytest.raises(BadInput) as error:
+        build(faults=faults, bootstrap="127.0.0.1:9092")
+    said = str(error.value)
+    assert "\n" not in said and "--brokers" not in said, said
+    assert f"{faults.split(',')[0]} acts on brokers the verifier started itself, so it cannot " \
+           "be used with --bootstrap" in said, said
+    assert "the faults that apply there are kill-consumer, kill-driver, drop-acks" in said
+
+
+def test_with_bootstrap_the_default_faults_are_those_that_apply():
+    """``oncelog verify --bootstrap HOST:PORT`` without --faults used to stop at once: the
+    default faults include kill-broker, which --bootstrap refuses."""
+    scenario = build(faults=None, bootstrap="127.0.0.1:9092", duration_s=45)
+    assert scenario.faults == BOOTSTRAP_FAULTS == ("kill-consumer", "kill-driver", "drop-acks")
+    assert build(faults=None, duration_s=45).faults == DEFAULT_FAULTS
+    control = build(faults=None, semantics=None, control="lost", bootstrap="127.0.0.1:9092")
+    assert control.faults == ("kill-consumer",)
 
 
 def test_brokers_must_be_positive():
