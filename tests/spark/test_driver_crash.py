@@ -172,7 +172,7 @@ def crashed_copy(broker, tmp_path: Path, sink: str, files: bool = False) -> list
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # 1-2.5 min (30-50 s on Kafka); Spark JVMs start slowly when loaded
+@pytest.mark.timeout(600)  # 1-2.5 min (1 min on Kafka); Spark JVMs start slowly when loaded
 def test_sqlite_sink_is_exactly_once_across_driver_crashes(any_spark_broker, tmp_path):
     database = tmp_path / "sink.db"
 
@@ -189,7 +189,7 @@ def test_sqlite_sink_is_exactly_once_across_driver_crashes(any_spark_broker, tmp
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # 1-2.5 min (30-50 s on Kafka); Spark JVMs start slowly when loaded
+@pytest.mark.timeout(600)  # 1-2.5 min (1 min on Kafka); Spark JVMs start slowly when loaded
 def test_postgresql_sink_is_exactly_once_across_driver_crashes(any_spark_broker, postgres_url,
                                                                tmp_path):
     import psycopg
@@ -205,7 +205,7 @@ def test_postgresql_sink_is_exactly_once_across_driver_crashes(any_spark_broker,
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # 1-2.5 min (30-50 s on Kafka); Spark JVMs start slowly when loaded
+@pytest.mark.timeout(600)  # 1-2.5 min (1 min on Kafka); Spark JVMs start slowly when loaded
 def test_file_sink_read_through_spark_is_exactly_once_across_driver_crashes(
         spark, any_spark_broker, tmp_path):
     from oncelog.spark.sinks import read_files
