@@ -2,7 +2,11 @@
 processes: killed with kill -9 in the middle of a transaction, and two members of one group
 with one of them killed mid-run (a rebalance). The output topic, read ``read_committed``,
 must hold each input record's output exactly once; read ``read_uncommitted`` it shows the
-aborted duplicates, proof that the kills landed inside transactions."""
+aborted duplicates, proof that the kills landed inside transactions.
+
+The kill -9 test runs on oncelog's broker and on a real Apache Kafka (issue 32's swap path:
+``any_broker``, the kit's session Kafka shared by the worker's tests, hence topic and group
+names of their own per test)."""
 
 from __future__ import annotations
 
@@ -11,32 +15,55 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.client.reader import read_topic
+from oncelog.testing.broker import unique_name
 
 WORKER = Path(__file__).with_name("transform_worker.py")
 RECORDS = 1200
 PARTITIONS = 3
 
 
-def prepare(bootstrap: str) -> None:
+@dataclass(frozen=True)
+class Pipeline:
+    """A broker's input and output topics and the transform's consumer group."""
+
+    bootstrap: str
+    input: str
+    output: str
+    group: str
+
+
+@pytest.fixture
+def any_broker(oncelog_broker_kind, request):
+    """A fresh oncelog broker (``broker``), or the kit's session Apache Kafka."""
+    kind = oncelog_broker_kind
+    return request.getfixturevalue("broker" if kind == "oncelog" else "oncelog_apache_kafka")
+
+
+def prepare(bootstrap: str) -> Pipeline:
+    pipeline = Pipeline(bootstrap, unique_name("in"), unique_name("out"), unique_name("enricher"))
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic("in", PARTITIONS, 1),
-                                       NewTopic("out", PARTITIONS, 1)]).values():
+    for future in admin.create_topics([NewTopic(pipeline.input, PARTITIONS, 1),
+                                       NewTopic(pipeline.output, PARTITIONS, 1)]).values():
         future.result(15)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for number in range(RECORDS):
-        producer.produce("in", b"id-%04d" % number, partition=number % PARTITIONS)
+        producer.produce(pipeline.input, b"id-%04d" % number, partition=number % PARTITIONS)
     assert producer.flush(15) == 0
+    return pipeline
 
 
-def worker(bootstrap: str, *args: str, idle: float = 4.0) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(WORKER), bootstrap, "enricher", "in", "out",
-                             "--idle", str(idle), *args], stderr=subprocess.PIPE, text=True,
+def worker(pipeline: Pipeline, *args: str, idle: float = 4.0) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(WORKER), pipeline.bootstrap, pipeline.group,
+                             pipeline.input, pipeline.output, "--idle", str(idle), *args],
+                            stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
@@ -50,25 +77,27 @@ def finish(process: subprocess.Popen, timeout_s: float = 90.0) -> str:
     return err
 
 
-def outputs(bootstrap: str, isolation: str) -> Counter:
-    return Counter(r.value for r in read_topic(bootstrap, "out", isolation_level=isolation))
+def outputs(pipeline: Pipeline, isolation: str) -> Counter:
+    return Counter(r.value for r in read_topic(pipeline.bootstrap, pipeline.output,
+                                               isolation_level=isolation))
 
 
 EXPECTED = Counter(b"ID-%04d" % n for n in range(RECORDS))
 
 
-def test_kill_9_mid_transaction_leaves_every_output_exactly_once(broker):
-    prepare(broker.bootstrap)
-    crashed = worker(broker.bootstrap, "--crash-in-batch", "4", "--transactional-id", "w-1")
+def test_kill_9_mid_transaction_leaves_every_output_exactly_once(any_broker):
+    pipeline = prepare(any_broker.bootstrap)
+    transactional_id = unique_name("w")
+    crashed = worker(pipeline, "--crash-in-batch", "4", "--transactional-id", transactional_id)
     finish(crashed)
     assert crashed.returncode == -9
     # the same transactional id: the restarted instance aborts what the dead one left open
     # idle long enough for the dead member's session (6 s) to end and the group to rebalance
-    rest = worker(broker.bootstrap, "--transactional-id", "w-1", idle=12.0)
+    rest = worker(pipeline, "--transactional-id", transactional_id, idle=12.0)
     report = finish(rest)
     assert "done" in report, report
-    assert outputs(broker.bootstrap, "read_committed") == EXPECTED
-    everything = outputs(broker.bootstrap, "read_uncommitted")
+    assert outputs(pipeline, "read_committed") == EXPECTED
+    everything = outputs(pipeline, "read_uncommitted")
     assert sum(everything.values()) > RECORDS  # the killed batch's outputs, aborted
 
 
@@ -76,12 +105,12 @@ def test_a_member_killed_during_a_rebalance_leaves_every_output_exactly_once(bro
                                                                               tmp_path):
     broker = broker_factory(settings={
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
-    prepare(broker.bootstrap)
+    pipeline = prepare(broker.bootstrap)
     trigger = tmp_path / "crash-now"
-    victim = worker(broker.bootstrap, "--crash-when", str(trigger), "--delay-ms", "10",
+    victim = worker(pipeline, "--crash-when", str(trigger), "--delay-ms", "10",
                     "--transaction-timeout", "3", idle=20.0)
     assert _ready(victim) != "[]"
-    survivor = worker(broker.bootstrap, "--delay-ms", "10", idle=12.0)
+    survivor = worker(pipeline, "--delay-ms", "10", idle=12.0)
     assert _ready(survivor) != "[]"  # the group rebalanced: both members hold partitions
     trigger.touch()
     finish(victim)
@@ -91,10 +120,10 @@ def test_a_member_killed_during_a_rebalance_leaves_every_output_exactly_once(bro
     # the victim's open transaction ends by its timeout (3 s): until then read_committed
     # readers of its output partitions wait at it
     deadline = time.monotonic() + 20
-    while outputs(broker.bootstrap, "read_committed") != EXPECTED:
+    while outputs(pipeline, "read_committed") != EXPECTED:
         assert time.monotonic() < deadline, "output not exactly once"
         time.sleep(0.5)
-    assert sum(outputs(broker.bootstrap, "read_uncommitted").values()) > RECORDS
+    assert sum(outputs(pipeline, "read_uncommitted").values()) > RECORDS
 
 
 def _ready(process: subprocess.Popen, timeout_s: float = 30.0) -> str:

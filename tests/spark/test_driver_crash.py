@@ -10,6 +10,11 @@ as a machine crash would. Two kills per run, at the two moments that matter:
    restarted query runs that batch id again and the sink must skip it.
 
 Records keep arriving between the crashes. The sink must then hold every produced id once.
+
+Each test runs on oncelog's broker and on a real Apache Kafka (``any_spark_broker``, issue
+32's swap path): the same contract, with a shorter workload on Kafka (``WORKLOADS``): fewer
+records and one kill, the second moment above: the restarted query reads the batch again
+from the broker at the offsets of Spark's offset log, and the sink skips it.
 """
 
 from __future__ import annotations
@@ -21,13 +26,12 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from .conftest import new_topic, produce
-
-TOTAL_FIRST, TOTAL_SECOND = 3000, 1000
 
 
 class CopyJob:
@@ -80,21 +84,43 @@ def batch_line(kind: str, at_least: int):
     return matches
 
 
-def run_with_two_crashes(bootstrap: str, topic: str, sink: str, tmp_path: Path,
-                         files: bool = False) -> list[CopyJob]:
+@dataclass(frozen=True)
+class Workload:
+    """Records before the first run, records produced after the first kill, the batch size
+    (``maxOffsetsPerTrigger``) and the kill points: a line the job prints (a database sink)
+    and the number of files written (the file sink), one run killed at each."""
+
+    first: int
+    second: int
+    per_batch: int
+    kills: tuple[tuple, ...]
+
+    @property
+    def total(self) -> int:
+        return self.first + self.second
+
+
+# 1: inside batch >= 1, before its write; 2: just after batch >= 3 committed in the sink,
+# before Spark's commit log has it. (The file sink has no such lines: kill once files of a
+# few batches exist, while the next batches run.)
+WORKLOADS = {
+    "oncelog": Workload(3000, 1000, 700, ((batch_line("writing", 1), 2),
+                                          (batch_line("written", 3), 5))),
+    "apache-kafka": Workload(300, 150, 150, ((batch_line("written", 1), 2),)),
+}
+
+
+def run_with_crashes(bootstrap: str, topic: str, sink: str, tmp_path: Path,
+                     workload: Workload, files: bool = False) -> list[CopyJob]:
     checkpoint = tmp_path / "checkpoint"
     args = ["--bootstrap", bootstrap, "--topic", topic, "--sink", sink,
-            "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "700",
-            "--query-name", "crash-test"]
+            "--checkpoint", str(checkpoint),
+            "--max-offsets-per-trigger", str(workload.per_batch), "--query-name", "crash-test"]
     log = tmp_path / "copy_job.log"
     jobs = []
 
     output = Path(sink[len("files://"):]) if files else None
-    # 1: inside batch >= 1, before its write; 2: just after batch >= 3 committed in the sink,
-    # before Spark's commit log has it. (The file sink has no such lines: kill once files
-    # of a few batches exist, while the next batches run.)
-    kill_points = [(batch_line("writing", 1), 2), (batch_line("written", 3), 5)]
-    for number, (line, files_wanted) in enumerate(kill_points):
+    for number, (line, files_wanted) in enumerate(workload.kills):
         job = CopyJob(args + ["--pause-ms", "500"], log)
         jobs.append(job)
         try:
@@ -107,7 +133,7 @@ def run_with_two_crashes(bootstrap: str, topic: str, sink: str, tmp_path: Path,
             job.kill()
         if number == 0:
             produce(bootstrap, topic, [f"id-{i}".encode() for i in
-                                       range(TOTAL_FIRST, TOTAL_FIRST + TOTAL_SECOND)])
+                                       range(workload.first, workload.total)])
 
     last = CopyJob(args + ["--stop-when-idle", "4"], log)
     jobs.append(last)
@@ -124,65 +150,70 @@ def wait_for_files(folder: Path, count: int, timeout: float = 120) -> None:
     raise AssertionError(f"the file sink never wrote {count} files in {folder}")
 
 
-def expected_ids() -> list[str]:
-    return sorted(f"id-{i}" for i in range(TOTAL_FIRST + TOTAL_SECOND))
+def expected_ids(workload: Workload) -> list[str]:
+    return sorted(f"id-{i}" for i in range(workload.total))
 
 
 def assert_replayed_batch_was_skipped(jobs: list[CopyJob]) -> None:
-    """The batch the sink committed just before the second kill ran again after it."""
-    committed = max(int(line.split()[1]) for line in jobs[1].lines
+    """The batch the sink committed just before the last kill ran again after it."""
+    committed = max(int(line.split()[1]) for line in jobs[-2].lines
                     if batch_line("written", 0)(line))
-    rerun = [line for line in jobs[2].lines if line == f"batch {committed} writing"]
-    assert rerun, f"batch {committed} was not re-run after the crash: {jobs[2].lines[:5]}"
+    rerun = [line for line in jobs[-1].lines if line == f"batch {committed} writing"]
+    assert rerun, f"batch {committed} was not re-run after the crash: {jobs[-1].lines[:5]}"
+
+
+def crashed_copy(broker, tmp_path: Path, sink: str, files: bool = False) -> list[CopyJob]:
+    """A 3-partition topic of ``workload.first`` ids copied into ``sink`` by runs killed at
+    the workload's points, the rest of the ids produced after the first kill."""
+    workload = WORKLOADS[broker.kind]
+    topic = new_topic(broker.bootstrap, partitions=3)
+    produce(broker.bootstrap, topic, [f"id-{i}".encode() for i in range(workload.first)])
+    return run_with_crashes(broker.bootstrap, topic, sink, tmp_path, workload, files=files)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
-def test_sqlite_sink_is_exactly_once_across_driver_crashes(spark_broker, tmp_path):
-    topic = new_topic(spark_broker.bootstrap, partitions=3)
-    produce(spark_broker.bootstrap, topic, [f"id-{i}".encode() for i in range(TOTAL_FIRST)])
+@pytest.mark.timeout(600)  # 1-2.5 min (1 min on Kafka); Spark JVMs start slowly when loaded
+def test_sqlite_sink_is_exactly_once_across_driver_crashes(any_spark_broker, tmp_path):
     database = tmp_path / "sink.db"
 
-    jobs = run_with_two_crashes(spark_broker.bootstrap, topic, f"sqlite:///{database}", tmp_path)
+    jobs = crashed_copy(any_spark_broker, tmp_path, f"sqlite:///{database}")
 
     with sqlite3.connect(database) as connection:
         values = sorted(v for (v,) in connection.execute("SELECT value FROM records"))
         markers = connection.execute("SELECT batch_id FROM oncelog_sink_batches").fetchall()
-    assert len(values) == TOTAL_FIRST + TOTAL_SECOND
-    assert values == expected_ids()
+    workload = WORKLOADS[any_spark_broker.kind]
+    assert len(values) == workload.total
+    assert values == expected_ids(workload)
     assert sorted(b for (b,) in markers) == list(range(len(markers)))
     assert_replayed_batch_was_skipped(jobs)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
-def test_postgresql_sink_is_exactly_once_across_driver_crashes(spark_broker, postgres_url,
+@pytest.mark.timeout(600)  # 1-2.5 min (1 min on Kafka); Spark JVMs start slowly when loaded
+def test_postgresql_sink_is_exactly_once_across_driver_crashes(any_spark_broker, postgres_url,
                                                                tmp_path):
     import psycopg
-    topic = new_topic(spark_broker.bootstrap, partitions=3)
-    produce(spark_broker.bootstrap, topic, [f"id-{i}".encode() for i in range(TOTAL_FIRST)])
 
-    jobs = run_with_two_crashes(spark_broker.bootstrap, topic, postgres_url, tmp_path)
+    jobs = crashed_copy(any_spark_broker, tmp_path, postgres_url)
 
     with psycopg.connect(postgres_url) as connection:
         values = sorted(v for (v,) in connection.execute("SELECT value FROM records"))
-    assert len(values) == TOTAL_FIRST + TOTAL_SECOND
-    assert values == expected_ids()
+    workload = WORKLOADS[any_spark_broker.kind]
+    assert len(values) == workload.total
+    assert values == expected_ids(workload)
     assert_replayed_batch_was_skipped(jobs)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)  # 1-2.5 min; Spark JVMs start slowly on a loaded machine
+@pytest.mark.timeout(600)  # 1-2.5 min (1 min on Kafka); Spark JVMs start slowly when loaded
 def test_file_sink_read_through_spark_is_exactly_once_across_driver_crashes(
-        spark, spark_broker, tmp_path):
+        spark, any_spark_broker, tmp_path):
     from oncelog.spark.sinks import read_files
-    topic = new_topic(spark_broker.bootstrap, partitions=3)
-    produce(spark_broker.bootstrap, topic, [f"id-{i}".encode() for i in range(TOTAL_FIRST)])
     output = tmp_path / "output"
 
-    run_with_two_crashes(spark_broker.bootstrap, topic, f"files://{output}", tmp_path,
-                         files=True)
+    crashed_copy(any_spark_broker, tmp_path, f"files://{output}", files=True)
 
     values = sorted(r.value for r in read_files(spark, output).select("value").collect())
-    assert len(values) == TOTAL_FIRST + TOTAL_SECOND
-    assert values == expected_ids()
+    workload = WORKLOADS[any_spark_broker.kind]
+    assert len(values) == workload.total
+    assert values == expected_ids(workload)

@@ -1,5 +1,8 @@
 """``KafkaSink`` on a real local SparkSession and a real broker: each batch and its batch id in
-one Kafka transaction; the output read back with a real ``read_committed`` consumer."""
+one Kafka transaction; the output read back with a real ``read_committed`` consumer.
+
+The tests taking ``any_spark_broker`` also run on a real Apache Kafka (issue 32's swap path):
+the batch id kept in a transactional offset commit's metadata, read back to skip a replay."""
 
 from __future__ import annotations
 
@@ -24,8 +27,8 @@ def uncommitted(bootstrap: str, topic: str) -> list:
     return list(read_topic(bootstrap, topic, isolation_level="read_uncommitted"))
 
 
-def test_a_batch_and_its_replay_are_written_once(spark, spark_broker):
-    bootstrap = spark_broker.bootstrap
+def test_a_batch_and_its_replay_are_written_once(spark, any_spark_broker):
+    bootstrap = any_spark_broker.bootstrap
     out = new_topic(bootstrap, partitions=3, prefix="kafka-sink-out")
     rows = [(f"k{i}", f"v{i}".encode(), [("trace", b"\x01")]) for i in range(50)]
     df = spark.createDataFrame(
@@ -53,12 +56,13 @@ def test_a_batch_and_its_replay_are_written_once(spark, spark_broker):
     assert sink.last_batch_id() == 1
 
 
-def test_a_stream_through_the_sink_holds_every_record_once(spark, spark_broker, tmp_path):
-    bootstrap = spark_broker.bootstrap
+def test_a_stream_through_the_sink_holds_every_record_once(spark, any_spark_broker,
+                                                           tmp_path):
+    bootstrap = any_spark_broker.bootstrap
     source = new_topic(bootstrap, partitions=2, prefix="kafka-sink-in")
     out = new_topic(bootstrap, partitions=2, prefix="kafka-sink-out")
     produce(bootstrap, source, [f"id-{i}".encode() for i in range(300)])
-    sink = KafkaSink(bootstrap, out, sink_id="stream")
+    sink = KafkaSink(bootstrap, out, sink_id=out)  # Kafka is shared: an id of its own
     query = (spark.readStream.format("oncelog").option("kafka.bootstrap.servers", bootstrap)
              .option("subscribe", source).option("startingOffsets", "earliest")
              .option("maxOffsetsPerTrigger", "100").load()
@@ -73,7 +77,7 @@ def test_a_stream_through_the_sink_holds_every_record_once(spark, spark_broker, 
 
     values = sorted(r.value for r in committed(bootstrap, out))
     assert values == sorted(f"id-{i}".encode() for i in range(300))
-    marker = read_marker(bootstrap, out, "stream")
+    marker = read_marker(bootstrap, out, out)
     assert marker["rows"] == 300 and marker["batches"] == marker["batch_id"] + 1 >= 3
     # the source's topic column is ignored (the sink's topic wins, as in Spark's Kafka sink)
 

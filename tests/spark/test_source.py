@@ -1,4 +1,7 @@
-"""The ``oncelog`` format on a real local SparkSession, reading a real broker process."""
+"""The ``oncelog`` format on a real local SparkSession, reading a real broker process.
+
+The tests taking ``any_spark_broker`` run twice: on oncelog's broker and on a real Apache
+Kafka (issue 32's swap path: the source reads any Kafka-protocol broker the same way)."""
 
 from __future__ import annotations
 
@@ -42,8 +45,8 @@ def run_available_now(df, checkpoint):
     return rows, query.recentProgress
 
 
-def test_batch_read_has_sparks_kafka_schema_and_every_record(spark, spark_broker):
-    bootstrap = spark_broker.bootstrap
+def test_batch_read_has_sparks_kafka_schema_and_every_record(spark, any_spark_broker):
+    bootstrap = any_spark_broker.bootstrap
     topic = new_topic(bootstrap, partitions=3)
     now = int(time.time() * 1000) - 60_000   # within retention: old records would be deleted
     for partition in range(3):
@@ -67,8 +70,8 @@ def test_batch_read_has_sparks_kafka_schema_and_every_record(spark, spark_broker
     assert "headers" not in batch(spark, bootstrap, subscribe=topic).columns
 
 
-def test_batch_starting_and_ending_offsets(spark, spark_broker):
-    bootstrap = spark_broker.bootstrap
+def test_batch_starting_and_ending_offsets(spark, any_spark_broker):
+    bootstrap = any_spark_broker.bootstrap
     topic = new_topic(bootstrap, partitions=2)
     for partition in range(2):
         produce(bootstrap, topic, [b"x"] * 100, partition=partition)
@@ -84,8 +87,8 @@ def test_batch_starting_and_ending_offsets(spark, spark_broker):
     assert df.count() == 200
 
 
-def test_starting_timestamps(spark, spark_broker):
-    bootstrap = spark_broker.bootstrap
+def test_starting_timestamps(spark, any_spark_broker):
+    bootstrap = any_spark_broker.bootstrap
     topic = new_topic(bootstrap, partitions=2)
     base = int(time.time() * 1000) - 600_000
     for i in range(20):
@@ -104,8 +107,8 @@ def test_starting_timestamps(spark, spark_broker):
                  startingOffsetsByTimestampStrategy="latest").count() == 0
 
 
-def test_subscribe_pattern_several_topics_and_assign(spark, spark_broker):
-    bootstrap = spark_broker.bootstrap
+def test_subscribe_pattern_several_topics_and_assign(spark, any_spark_broker):
+    bootstrap = any_spark_broker.bootstrap
     prefix = f"orders{uuid.uuid4().hex[:6]}x"
     first = new_topic(bootstrap, partitions=2, prefix=prefix)
     second = new_topic(bootstrap, partitions=1, prefix=prefix)
@@ -122,9 +125,9 @@ def test_subscribe_pattern_several_topics_and_assign(spark, spark_broker):
     assert len(assigned) == 20
 
 
-def test_stream_respects_max_offsets_per_trigger_under_available_now(spark, spark_broker,
+def test_stream_respects_max_offsets_per_trigger_under_available_now(spark, any_spark_broker,
                                                                       tmp_path):
-    bootstrap = spark_broker.bootstrap
+    bootstrap = any_spark_broker.bootstrap
     topic = new_topic(bootstrap, partitions=3)
     produce(bootstrap, topic, [str(i).encode() for i in range(1000)])
     df = stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
@@ -147,9 +150,9 @@ def test_stream_respects_max_offsets_per_trigger_under_available_now(spark, spar
     assert sorted(int(r.value) for r in rows) == list(range(1000, 1100))
 
 
-def test_stream_starts_at_latest_by_default_and_reads_new_partitions(spark, spark_broker,
+def test_stream_starts_at_latest_by_default_and_reads_new_partitions(spark, any_spark_broker,
                                                                      tmp_path):
-    bootstrap = spark_broker.bootstrap
+    bootstrap = any_spark_broker.bootstrap
     topic = new_topic(bootstrap, partitions=1)
     produce(bootstrap, topic, [b"before"] * 5)
     name = f"q{uuid.uuid4().hex[:8]}"

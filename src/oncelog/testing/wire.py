@@ -46,7 +46,7 @@ from typing import Any
 from ..protocol import messages
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode
-from ..verify.proxy import _ADDRESS_APIS, FaultProxy, ThreadedProxy, _read_frame
+from ..verify.proxy import FaultProxy, ThreadedProxy, _read_frame
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +345,7 @@ class WireFaultProxy(FaultProxy):
                 return  # and close: the client notices at once and retries
             if delay_ms:
                 await asyncio.sleep(delay_ms / 1000)
-            if api_key in _ADDRESS_APIS:
+            if api_key is not None and self._names_brokers(frame, api_key, version):
                 frame = self._rewrite_addresses(frame, api_key, version)
             connection.client_writer.write(frame)
             for waiting in connection.answered(correlation_id):

@@ -15,8 +15,9 @@ seed, can:
 - **delay** traffic in both directions (``delay_ms``);
 - **cut** a connection before a request is forwarded (``cut_rate``): nothing was done.
 
-Responses that carry broker addresses (Metadata, FindCoordinator, DescribeCluster) are
-rewritten to name the proxy, so clients keep talking through it. One proxy fronts a single
+Responses that carry broker addresses (Metadata, FindCoordinator, DescribeCluster, and the
+new leaders' endpoints of KIP-951 in Produce v10+ and Fetch v16+ responses) are rewritten to
+name the proxy, so clients keep talking through it. One proxy fronts a single
 broker: every broker address is rewritten to the proxy's own. A cluster gets a
 ``ProxyGroup``: a proxy per broker, each rewriting every broker's address to *that broker's*
 proxy (``addresses``), so a client still follows leaders from broker to broker, always
@@ -45,6 +46,11 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _REQUEST_HEAD = struct.Struct(">hhi")
 _ADDRESS_APIS = {ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER}
+# KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the new leader (NodeEndpoints) from these
+# versions on. Apache Kafka 4 fills it in for a topic created a moment ago; librdkafka then
+# moved its connection to the broker's own address ("Broker hostname updated"), dropping the
+# produce requests in flight - a plain producer wrote them twice - and leaving the proxy.
+_ENDPOINT_VERSIONS: dict[int, int] = {ApiKey.PRODUCE: 10, ApiKey.FETCH: 16}
 
 
 @dataclass
@@ -93,6 +99,9 @@ class FaultProxy:
         self.stats = ProxyStats()
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
+        # the brokers' host names seen in rewritten responses: a Produce or Fetch response
+        # naming none of them carries no endpoint to rewrite and is forwarded undecoded
+        self._broker_hosts: set[bytes] = {host.encode() for host, _ in addresses or {}}
 
     @property
     def bootstrap(self) -> str:
@@ -198,7 +207,7 @@ class FaultProxy:
                     if self.rules.drop_mode == "close":
                         return
                     continue
-                if api_key in _ADDRESS_APIS:
+                if self._names_brokers(frame, api_key, version):
                     frame = self._rewrite_addresses(frame, api_key, version)
                 client_writer.write(frame)
                 await client_writer.drain()
@@ -213,6 +222,14 @@ class FaultProxy:
 
     # -- address rewriting -----------------------------------------------------------------
 
+    def _names_brokers(self, frame: bytes, api_key: int, version: int) -> bool:
+        """Whether the response may carry broker addresses to rewrite."""
+        if api_key in _ADDRESS_APIS:
+            return True
+        since = _ENDPOINT_VERSIONS.get(api_key)
+        return (since is not None and version >= since
+                and any(host in frame for host in self._broker_hosts))
+
     def _rewrite_addresses(self, frame: bytes, api_key: int, version: int) -> bytes:
         flexible = messages.is_flexible(api_key, version) and api_key != ApiKey.API_VERSIONS
         body_start = 4 + 4 + (1 if flexible else 0)
@@ -223,6 +240,7 @@ class FaultProxy:
                         version, error)
             return frame
         def proxied(host: str, port: int) -> tuple[str, int]:
+            self._broker_hosts.add(host.encode())
             if self.addresses is None:
                 return self.listen_host, self.listen_port
             return self.addresses.get((host, port), (host, port))
@@ -238,6 +256,9 @@ class FaultProxy:
                                                                      coordinator.port)
             elif response.error_code == 0:
                 response.host, response.port = proxied(response.host, response.port)
+        else:  # Produce, Fetch (_ENDPOINT_VERSIONS)
+            for node in response.node_endpoints or ():
+                node.host, node.port = proxied(node.host, node.port)
         response._header = None  # the codec's decoder leaves this slot unset; encode reads it
         try:
             body = bytes(response.encode(version=version))
