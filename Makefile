@@ -11,11 +11,13 @@ setup: .venv/.installed
 demo: setup
 	.venv/bin/oncelog verify --semantics all
 
-# Two pytest-xdist workers, tests handed out as each worker frees up (worksteal): most of the
-# suite's time is brokers, ZooKeeper and Spark processes waiting (fault windows, sessions,
-# JVM start-up), so two at once take ~35% less time on two cores. `.venv/bin/pytest` alone
-# runs it serially; every test keeps to its own ports, folders and processes.
-PYTEST_WORKERS ?= 2
+# Three pytest-xdist workers, tests handed out as each worker frees up (worksteal): much of
+# the suite's time is brokers, ZooKeeper and Spark processes waiting (fault windows,
+# sessions, JVM start-up) - a clean-clone run on two workers used 55 CPU-minutes of the 101
+# its two cores offered in 51 minutes (2026-11-29) - so a third worker on two cores fills
+# the waits. `.venv/bin/pytest` alone runs it serially; every test keeps to its own ports,
+# folders, network namespaces and processes.
+PYTEST_WORKERS ?= 3
 test: lint
 	.venv/bin/pytest -n $(PYTEST_WORKERS) --dist worksteal
 

@@ -19,10 +19,10 @@ import sys
 import pytest
 
 BLOCKS = 8
-# a block of 625 seeds takes about 55 s on one core alone (2026-11-29: seeds 0-624 in 53 s,
-# where 250 took 57 s before the simulated stores stopped sleeping on the wall clock); in
-# `make test` beside Spark and cluster tests, 95-123 s, and up to 294 s on a slower day
-# (clean-clone CI, 2026-11-29): hence 600 s a block, not pytest's 300
+# a block of 625 seeds takes about 105 s on one core alone (2026-11-29: seeds 0-199 in 33 s,
+# 47 s before a run ended as soon as the cluster had settled); in `make test` beside Spark
+# and cluster tests, up to 294 s on a slow day (clean-clone CI, 2026-11-29, before that
+# change): hence 600 s a block, not pytest's 300
 SEEDS_PER_BLOCK = 625
 # Seeds that found a bug, each replayed on its own (a seed's schedule depends on the
 # generator in oncelog.simulation.cluster: when that changes, these still run, and the

@@ -660,12 +660,9 @@ class Simulation:
                 task.add_done_callback(pending.discard)
             self._check(step)
         await self._heal_all()
-        await asyncio.sleep(3 * self.settings.session_timeout_s + self.settings.replica_lag_s
-                            + 5.0)
+        await self._settle(pending)
         if pending:
             await asyncio.wait(pending, timeout=300)
-        if world.transactions:  # what its client left open, its coordinator aborts in time
-            await asyncio.sleep(TRANSACTION_TIMEOUT_MS / 1000 + 10.0)
         self._check(self.settings.steps)
         problems = self.observer.converged()
         if problems:
@@ -674,6 +671,33 @@ class Simulation:
         if problems:
             raise self._fail(self.settings.steps, "; ".join(problems))
         ticker.cancel()
+
+    async def _settle(self, pending: set[asyncio.Task[Any]]) -> None:
+        """After healing: wait until the cluster has settled - every broker's view the
+        store's, every acknowledged record where it belongs, no transaction left open - and
+        has stayed so for a session's length (what a late session expiry or a coordinator's
+        abort could still change), or until the time it is given runs out (three sessions,
+        the replica lag and 5 s; a transaction's timeout and 10 s more when there were
+        transactions). The checks that follow say what is wrong when it never settles."""
+        loop = asyncio.get_running_loop()
+        sessions = self.settings.session_timeout_s
+        budget = 3 * sessions + self.settings.replica_lag_s + 5.0
+        if self.world.transactions:  # what its client left open, its coordinator aborts
+            budget += TRANSACTION_TIMEOUT_MS / 1000 + 10.0
+        deadline = loop.time() + budget
+        settled_since: float | None = None
+        while loop.time() < deadline:
+            await asyncio.sleep(1.0)
+            if pending or self.world.failures or not self._settled():
+                settled_since = None
+            elif settled_since is None:
+                settled_since = loop.time()
+            elif loop.time() - settled_since >= sessions:
+                return
+
+    def _settled(self) -> bool:
+        observer = self.observer
+        return not (observer.converged() or observer.durable() or observer.transactions())
 
     def _check(self, step: int) -> None:
         if self.world.failures:
