@@ -14,26 +14,11 @@ from __future__ import annotations
 
 import asyncio
 
-from oncelog.simulation.cluster import ZOOKEEPER, Node, Settings, Simulation
+from oncelog.simulation.cluster import ZOOKEEPER, Settings
 
+from .conftest import run_on_two_brokers
 
-def _run(tmp_path, scenario) -> None:
-    sim = Simulation(1, Settings(brokers=2, steps=0, session_timeout_s=2.0), directory=tmp_path)
-    world = sim.world
-
-    async def main() -> None:
-        ticker = asyncio.get_running_loop().create_task(sim._zookeeper_ticker())
-        for node_id in (1, 2):
-            world.nodes[node_id] = Node(world, node_id)
-            await world.nodes[node_id].start()
-        await asyncio.sleep(1.0)
-        await scenario(sim, world)
-        ticker.cancel()
-
-    try:
-        sim.loop.run_until_complete(main())
-    finally:
-        sim._close()
+SETTINGS = Settings(brokers=2, steps=0, session_timeout_s=2.0)
 
 
 def test_a_broker_started_twice_at_once_still_sees_a_broker_register_again(tmp_path):
@@ -59,7 +44,7 @@ def test_a_broker_started_twice_at_once_still_sees_a_broker_register_again(tmp_p
         assert sorted(two.brokers.live) == [1, 2], "broker 2 missed broker 1's new registration"
         assert not world.failures
 
-    _run(tmp_path, scenario)
+    run_on_two_brokers(tmp_path, scenario, SETTINGS)
 
 
 def test_healing_does_not_start_a_broker_whose_restart_is_under_way(tmp_path):
@@ -74,4 +59,4 @@ def test_healing_does_not_start_a_broker_whose_restart_is_under_way(tmp_path):
         assert two.incarnation == incarnation + 1
         assert not any("restarted (healing)" in line for line in world.log)
 
-    _run(tmp_path, scenario)
+    run_on_two_brokers(tmp_path, scenario, SETTINGS)

@@ -10,26 +10,19 @@ markers whose connections go through the simulated network to the leader they na
 
 from __future__ import annotations
 
-import asyncio
 
 from oncelog.coordinator.transaction.coordinator import TransactionCoordinator
 from oncelog.protocol.errors import ErrorCode
 from oncelog.protocol.messages import InitProducerIdRequest, WriteTxnMarkersRequest
-from oncelog.simulation.cluster import Node, Settings, SimulatedLeaderClient, Simulation, serve
+from oncelog.simulation.cluster import Settings, SimulatedLeaderClient, serve
+
+from .conftest import run_on_two_brokers
 
 M = WriteTxnMarkersRequest.WritableTxnMarker
 
 
 def test_a_simulated_broker_serves_with_real_services(tmp_path):
-    sim = Simulation(1, Settings(brokers=2, steps=0), directory=tmp_path)
-    world = sim.world
-
-    async def scenario() -> None:
-        ticker = asyncio.get_running_loop().create_task(sim._zookeeper_ticker())
-        for node_id in (1, 2):
-            world.nodes[node_id] = Node(world, node_id)
-            await world.nodes[node_id].start()
-        await asyncio.sleep(1.0)  # virtual: broker 1 hears of broker 2's registration
+    async def scenario(sim, world) -> None:
         node = world.nodes[1]
         services = node.services
         assert services is not None
@@ -57,9 +50,5 @@ def test_a_simulated_broker_serves_with_real_services(tmp_path):
         [marker] = response.markers
         [topic] = marker.topics
         assert topic.partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        ticker.cancel()
 
-    try:
-        sim.loop.run_until_complete(scenario())
-    finally:
-        sim._close()
+    run_on_two_brokers(tmp_path, scenario, Settings(brokers=2, steps=0))
