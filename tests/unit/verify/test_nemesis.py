@@ -144,3 +144,32 @@ def test_a_heal_that_raises_is_not_tried_again_when_the_run_heals_everything(tmp
         nemesis.run_due(clock)
     nemesis.heal_all(3.0)
     assert calls == [("inject", "kill-leader", 1.0), ("heal", "kill-leader")]
+
+
+def test_a_step_that_runs_into_the_next_ones_time_shifts_the_rest_of_the_schedule(tmp_path):
+    """kill-broker's heal waits for the restarted broker to answer; on a loaded machine that
+    took 5.4 s and the next injection, due meanwhile, came 3.5 s late with no shift recorded
+    (CI, seed 9 of the transform run): the overrun shifts the schedule instead."""
+    plan = schedule((5.0, "kill-broker", 1.0), (8.0, "drop-acks", 3.0))
+    nemesis, faults, calls, writer = nemesis_for(tmp_path, plan)
+    clock = Clock()
+    slow_heal = faults["kill-broker"].heal
+
+    def heal() -> dict:
+        clock.now += 4.5  # 6.0 -> 10.5, past the injection due at 8.0
+        return slow_heal()
+
+    faults["kill-broker"].heal = heal
+    for now in (5.0, 6.0):
+        clock.now = now
+        nemesis.run_due(clock)
+    assert calls == [("inject", "kill-broker", 5.0), ("heal", "kill-broker")]
+    # its 2 s gap after the heal kept: due at 8.0 + 4.5
+    assert nemesis.delay_s == pytest.approx(4.5) and nemesis.next_at_s == pytest.approx(12.5)
+    clock.now = 12.5
+    nemesis.run_due(clock)
+    assert calls[-1] == ("inject", "drop-acks", 8.0)
+    writer.close()
+    inject = History.load(tmp_path / "faults.jsonl").faults[-1]
+    assert inject.detail["elapsed_s"] - inject.detail["at_s"] - inject.detail["delay_s"] \
+        == pytest.approx(0.0)

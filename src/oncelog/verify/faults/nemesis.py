@@ -15,7 +15,9 @@ the workload by the same amount (``delay_s``).
 
 A heal that waits for its target to recover (``kill-executor``'s watches Spark replace the
 executor, for up to 45 s) returns ``shift_s``, how long it waited: the rest of the schedule
-shifts by as much, the same way, so the next fault still comes after its gap.
+shifts by as much, the same way, so the next fault still comes after its gap. Any other step
+that runs past the next step's time (``kill-broker``'s heal waits for the restarted broker
+to answer: seconds on a loaded machine) shifts the rest by as long as it took.
 """
 
 from __future__ import annotations
@@ -83,8 +85,17 @@ class Nemesis:
                 self._waited_s += late
                 return
             self.steps.pop(0)
-            self._step(action, scheduled, elapsed_s(), waited_s=self._waited_s)
+            started_s = elapsed_s()
+            self._step(action, scheduled, started_s, waited_s=self._waited_s)
             self._waited_s = 0.0
+            self._shift_past_overrun(started_s, elapsed_s())
+
+    def _shift_past_overrun(self, started_s: float, finished_s: float) -> None:
+        """A step that ran into the next step's time (a heal waiting for a restarted broker
+        to answer, on a loaded machine) shifts the rest of the schedule by as long as it
+        took, as a recovering target does: the next step still comes its gap after."""
+        if self.steps and finished_s > self.steps[0][0] + self.delay_s:
+            self.delay_s += finished_s - started_s
 
     def heal_all(self, elapsed_s: float) -> None:
         """Heal whatever is still injected (the run is ending or failing)."""
