@@ -6,7 +6,8 @@
 Run from the repository's root. Each scenario starts an oncelog broker (``oncelog.testing``)
 with a recording proxy in front of it (the verifier's ``FaultProxy``, which also rewrites
 Metadata and FindCoordinator to keep the client behind it), runs a real client against the
-proxy (confluent-kafka; kafka-python and aiokafka for ``*_group``), and writes every request
+proxy (confluent-kafka; kafka-python and aiokafka for ``*_group``, the Java
+client's probe of tests/integration for ``java_transactions``), and writes every request
 in the order the broker received it, over all the client's connections, with what the
 replay needs to send it again:
 
@@ -40,7 +41,8 @@ from oncelog.verify.proxy import FaultProxy, ThreadedProxy
 
 from .replay import (CONVERSATIONS, NAME_BY_API, REQUEST_LEARNED, Run, _learn_raw, plain)
 
-CLIENTS = {"kafka_python_group": "kafka-python", "aiokafka_group": "aiokafka"}  # else confluent
+CLIENTS = {"kafka_python_group": "kafka-python", "aiokafka_group": "aiokafka",
+           "java_transactions": "kafka-clients 3.9.1 (Java)"}  # else confluent-kafka
 
 
 class _Tap:
@@ -259,6 +261,29 @@ def _aiokafka_group(bootstrap: str, names: dict[str, str]) -> None:
     asyncio.run(run())
 
 
+def _java_transactions(bootstrap: str, names: dict[str, str]) -> None:
+    import tempfile
+
+    from tests.integration.java_client import JavaProbe
+    topic, group, txn = names["topic"], names["group"], names["txn"]
+    with tempfile.TemporaryDirectory(prefix="oncelog-java-") as classes:
+        probe = JavaProbe.compile(Path(classes))
+        probe.run(
+            bootstrap, f"create topics={topic} partitions=2",
+            f"producer name=p transactional.id={txn} linger.ms=5",
+            "begin producer=p", f"send producer=p topic={topic} count=4 value=c key=k",
+            "commit producer=p",
+            "begin producer=p", f"send producer=p topic={topic} count=2 value=a",
+            "abort producer=p",
+            f"consumer name=c topics={topic} subscribe=true group.id={group} "
+            "isolation.level=read_committed auto.offset.reset=earliest "
+            "enable.auto.commit=false",
+            "poll consumer=c count=4", "commit-offsets consumer=c",
+            "begin producer=p", f"send producer=p topic={topic} count=1 value=o",
+            "send-offsets producer=p consumer=c", "commit producer=p",
+            "close name=c", "close name=p")
+
+
 SCENARIOS = {
     "producer": (_producer, ("topic",), "confluent-kafka: an idempotent producer writes six "
                                          "records to two partitions (acks=all)."),
@@ -273,6 +298,11 @@ SCENARIOS = {
     "aiokafka_group": (_aiokafka_group, ("topic", "group"),
                        "aiokafka: a producer writes three records (acks=all); a consumer "
                        "group member reads them, commits and leaves."),
+    "java_transactions": (_java_transactions, ("topic", "group", "txn"),
+                          "kafka-clients 3.9.1 (Java): a transactional producer commits four "
+                          "records and aborts two; a read_committed consumer group member "
+                          "reads the four and commits; the producer commits a record with "
+                          "the consumer's offsets; both close."),
 }
 
 
