@@ -67,12 +67,13 @@ class BrokerMonitor:
         self.pid = pid
         self.interval = interval
         self.samples: list[tuple[float, int, float]] = []  # (time.time(), rss bytes, cpu s)
+        self.system: list[tuple[float, float]] = []  # (time.time(), stime s: the kernel's part)
         self.peak_rss_hwm: int | None = None  # VmHWM: the kernel's own peak
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._ticks = os.sysconf("SC_CLK_TCK")
 
-    def _read(self) -> tuple[int, int, float] | None:
+    def _read(self) -> tuple[int, int, float, float] | None:
         try:
             status = Path(f"/proc/{self.pid}/status").read_text()
             stat = Path(f"/proc/{self.pid}/stat").read_text()
@@ -83,14 +84,16 @@ class BrokerMonitor:
         hwm = int(fields["VmHWM"].split()[0]) * 1024
         after_name = stat.rsplit(")", 1)[1].split()
         cpu = (int(after_name[11]) + int(after_name[12])) / self._ticks  # utime + stime
-        return rss, hwm, cpu
+        return rss, hwm, cpu, int(after_name[12]) / self._ticks
 
     def _run(self) -> None:
         while not self._stop.is_set():
             reading = self._read()
             if reading is not None:
-                rss, hwm, cpu = reading
-                self.samples.append((time.time(), rss, cpu))
+                rss, hwm, cpu, system = reading
+                now = time.time()
+                self.samples.append((now, rss, cpu))
+                self.system.append((now, system))
                 self.peak_rss_hwm = hwm
             self._stop.wait(self.interval)
 
@@ -112,6 +115,15 @@ class BrokerMonitor:
         if len(window) < 2 or window[-1][0] <= window[0][0]:
             return None
         return 100 * (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+
+    def system_share(self, start: float, end: float) -> float | None:
+        """Of the CPU time used in the window, the part spent in the kernel (system calls,
+        page-cache allocation and reclaim, copies to sockets): 0-1."""
+        total = self.cpu_seconds(start, end)
+        window = [system for t, system in self.system if start <= t <= end]
+        if not total or len(window) < 2:
+            return None
+        return (window[-1] - window[0]) / total
 
     def cpu_seconds(self, start: float, end: float) -> float | None:
         """CPU time (all threads) used between the first and last sample in the window."""
@@ -143,6 +155,7 @@ class Target:
             megabytes = result.get("megabytes")
             if megabytes is None and "mb_per_s" in result and "seconds" in result:
                 megabytes = result["mb_per_s"] * result["seconds"]
+            result["broker_system_share"] = self.monitor.system_share(start, end)
             if cpu_seconds is not None and megabytes:
                 result["broker_cpu_seconds"] = cpu_seconds
                 result["broker_cpu_s_per_mb"] = cpu_seconds / megabytes
@@ -570,7 +583,10 @@ def describe_run(result: dict) -> str:
     if result.get("expected") not in (None, result.get("messages")):
         parts.append(f"expected {result['expected']}")
     if result.get("broker_cpu_percent") is not None:
-        parts.append(f"broker CPU {result['broker_cpu_percent']:.0f}%")
+        system = result.get("broker_system_share")
+        parts.append(f"broker CPU {result['broker_cpu_percent']:.0f}%"
+                     + (f" ({100 * system:.0f}% of it in the kernel)" if system is not None
+                        else ""))
     if result.get("client_cpu_percent") is not None:
         parts.append(f"client CPU {result['client_cpu_percent']:.0f}%")
     return ", ".join(parts)

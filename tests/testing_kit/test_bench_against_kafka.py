@@ -73,3 +73,6 @@ def test_throughput_against_kafka_records_both_brokers_and_the_ratio(tmp_path):
     assert p99["ratio"] == pytest.approx(p99["oncelog"] / p99[KAFKA])
     # The JVM's CPU was sampled: Kafka cannot have served a latency run on no CPU at all.
     assert rows["latency 1 KiB acks=all @2000/s"]["broker_cpu_s_per_mb"][KAFKA] > 0
+    # ... and how much of it the kernel did (page cache, sockets): a share of that CPU
+    latency_kafka = by_broker[("latency 1 KiB acks=all @2000/s", KAFKA)]["runs"][0]
+    assert 0 <= latency_kafka["broker_system_share"] <= 1, latency_kafka
