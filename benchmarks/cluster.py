@@ -24,7 +24,10 @@ loopback), all on this machine, and stops every one of them at the end, also on 
 ``--against-kafka`` adds Apache Kafka to the throughput case, in the same run: a single
 node and a 3-node KRaft cluster (``oncelog.testing.apache_kafka``, clients on the nodes' own
 ports, Kafka's own JVM options), the same three producer runs against each, interleaved with
-oncelog's run by run, and the ratio RF 3 acks=all / single acks=1 for each broker.
+oncelog's run by run, and the ratio RF 3 acks=all / single acks=1 for each broker. With
+``failover`` or ``controlled`` it then starts a 3-node Kafka of its own (broker sessions of
+``--session-timeout-ms``, as long as oncelog's ZooKeeper sessions) and runs the same faults
+on it, after oncelog's.
 
 After each fault the broker is restarted and every run uses a fresh topic whose ISR is full
 before the producer starts. Medians of ``--runs`` runs with min-max; raw runs go to
@@ -39,6 +42,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -122,12 +126,38 @@ class KafkaClusterView:
     def broker(self, node_id: int):
         return self.kafka.nodes[node_id]
 
+    # what case_fault does to a LocalCluster
 
-def start_kafka_cluster(data_dir: Path):
+    def kill(self, node_id: int) -> None:
+        self.kafka.kill(node_id)
+
+    def stop_broker(self, node_id: int) -> None:
+        """SIGTERM: Kafka's controlled shutdown (the controller moves the node's leaderships
+        before it exits), as oncelog's broker does on SIGTERM."""
+        node = self.kafka.nodes[node_id]
+        node.signal_group(signal.SIGTERM)
+        node.process.wait(60)
+
+    def restart(self, node_id: int) -> None:
+        self.kafka.restart(node_id)  # starts a stopped node; back once it serves
+
+    def wait_for_brokers(self, node_ids: set[int], timeout_s: float) -> None:
+        from confluent_kafka.admin import AdminClient
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        deadline = time.monotonic() + timeout_s
+        while not node_ids <= set(admin.list_topics(timeout=10).brokers):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Apache Kafka brokers {sorted(node_ids)} not all back "
+                                   f"within {timeout_s:g} s")
+            time.sleep(0.2)
+
+
+def start_kafka_cluster(data_dir: Path, settings: dict[str, str] | None = None,
+                        name: str = "apache-kafka-3"):
     """Apache Kafka, 3 KRaft nodes: RF 3 and min.insync.replicas=2 by the kit's settings,
     otherwise Kafka's defaults and its own JVM options, as ``throughput.start_kafka``."""
     from oncelog.testing.apache_kafka import KAFKA_SCRIPT_JVM_OPTIONS, ApacheKafka
-    kafka = ApacheKafka(data_dir / "apache-kafka-3", 3, wire_faults=False,
+    kafka = ApacheKafka(data_dir / name, 3, wire_faults=False, settings=settings,
                         jvm_options=KAFKA_SCRIPT_JVM_OPTIONS)
     return kafka.start()
 
@@ -323,12 +353,15 @@ def case_throughput(single, cluster, cluster_topics, options, record,
                 monitor.stop()
 
 
-def case_fault(kind: str, cluster, topics, options, record) -> None:
-    """``failover`` (SIGKILL the leader) or ``controlled`` (SIGTERM the leader)."""
+def case_fault(kind: str, cluster, topics, options, record, broker: str = "oncelog") -> None:
+    """``failover`` (SIGKILL the leader) or ``controlled`` (SIGTERM the leader), on oncelog's
+    cluster or (``broker`` "apache-kafka") a ``KafkaClusterView``."""
     label = ("failover: leader kill -9" if kind == "failover"
              else "controlled shutdown: leader SIGTERM")
+    if broker != "oncelog":
+        label = f"Apache Kafka {label}"
     case = record.begin(kind, label, rate_per_s=options.rate, value_bytes=VALUE_BYTES,
-                        session_timeout_ms=options.session_timeout_ms)
+                        session_timeout_ms=options.session_timeout_ms, broker=broker)
     for _ in range(options.runs):
         topic = topics.create(kind)
         leader, isr, controller = topics.partition(topic)
@@ -456,15 +489,17 @@ def print_table(record: Record, ratios: dict | None, options,
                 table.add_row("", "brokers' CPU s per MB", cell(s, "broker_cpu_s_per_mb", ".4f"),
                               "", "", "")
         else:
+            ours = case["parameters"].get("broker", "oncelog") == "oncelog"  # the targets
             if case["case"] == "failover":
                 table.add_row(case["label"], "kill -> first ack of a record sent after, ms",
                               cell(s, "first_ack_sent_after_fault_ms", ",.0f"),
-                              f"<= {session + 1000:,}", "", failed)
+                              f"<= {session + 1000:,}" if ours else "", "", failed)
                 table.add_row("", "longest gap between acks, ms",
                               cell(s, "longest_gap_ms", ",.0f"), "", "", "")
             else:
                 table.add_row(case["label"], "longest gap between acks, ms",
-                              cell(s, "longest_gap_ms", ",.0f"), "<= 500", "", failed)
+                              cell(s, "longest_gap_ms", ",.0f"), "<= 500" if ours else "", "",
+                              failed)
             table.add_row("", "records never acknowledged",
                           cell(s, "not_acknowledged", ".0f"), "", "", "")
     if ratios:
@@ -516,7 +551,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="Hang guard per throughput client process, s (default 900).")
     parser.add_argument("--against-kafka", action="store_true",
                         help="Throughput case: also Apache Kafka, one node and three (RF 3), "
-                             "runs interleaved with oncelog's; prints Kafka's own ratio.")
+                             "runs interleaved with oncelog's; prints Kafka's own ratio. "
+                             "Fault cases: the same faults on a 3-node Kafka afterwards, its "
+                             "broker sessions as long as oncelog's ZooKeeper sessions.")
     options = parser.parse_args(argv)
     options.cases = [c.strip() for c in options.cases.split(",") if c.strip()]
     if set(options.cases) - set(CASES):
@@ -565,9 +602,19 @@ def main(argv: list[str] | None = None) -> int:
                 if started is not None:
                     started.close()  # idle JVMs would share the CPU with the fault cases
             single = kafka_single = kafka_cluster = None
-        for kind in ("failover", "controlled"):
-            if kind in options.cases:
-                case_fault(kind, cluster, topics, options, record)
+        faults = [kind for kind in ("failover", "controlled") if kind in options.cases]
+        for kind in faults:
+            case_fault(kind, cluster, topics, options, record)
+        if faults and options.against_kafka:
+            # oncelog's cluster idles meanwhile; Kafka's brokers are fenced after the same
+            # session as oncelog's ZooKeeper sessions (Kafka's default is 9 s)
+            kafka_cluster = start_kafka_cluster(data_dir, {
+                "broker.session.timeout.ms": str(options.session_timeout_ms)},
+                name="apache-kafka-faults")
+            view = KafkaClusterView(kafka_cluster)
+            for kind in faults:
+                case_fault(kind, view, ClusterTopics(view, options.run_id), options, record,
+                           broker="apache-kafka")
     except KeyboardInterrupt:
         print("interrupted; writing what was measured", file=sys.stderr)
     finally:
