@@ -27,12 +27,15 @@ def frame(api_key: int, version: int, body: bytes) -> bytes:
 
 
 def refused_quickly(data: bytes, seconds: float = 0.5) -> KafkaError:
+    """Refused as INVALID_REQUEST within ``seconds`` of this process's CPU time (not wall
+    time: the suite's other workers share the cores) and without allocating beyond a
+    bound of the frame's size."""
     tracemalloc.start()
-    started = time.monotonic()
+    started = time.process_time()
     try:
         with pytest.raises(KafkaError) as refused:
             decode_request(decode_request_header(data), data)
-        elapsed = time.monotonic() - started
+        elapsed = time.process_time() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -94,17 +97,18 @@ def test_many_entries_of_one_byte_are_capped():
 def test_tagged_fields_are_not_copied_per_struct():
     """kafka-python reads tagged fields from a copy of the rest of the frame, once per
     struct that carries any: 100,000 structs with a tag in a 1.5 MB frame meant ~75 GB of
-    copying. They are read from a view now."""
+    copying. They are read from a view now. Timed in this process's CPU time: 0.9 s alone,
+    and a CI run's wall clock, with two other workers on the two cores, once read 5.25 s."""
     entry = b"\x02\x00" + b"\x01" + b"\x05\x01\x00"  # name "\x00", tags: one field, tag 5, 0 bytes
     count = 100_000
     body = _uvarint(count + 1) + entry * count + b"\x01\x00"
     data = frame(3, 9, body)  # Metadata v9: topics are flexible structs with tagged fields
-    started = time.monotonic()
+    started = time.process_time()
     try:
         decode_request(decode_request_header(data), data)
     except KafkaError:
         pass
-    assert time.monotonic() - started < 5.0
+    assert time.process_time() - started < 5.0
 
 
 def test_valid_requests_still_decode():
