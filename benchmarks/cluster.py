@@ -42,7 +42,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -132,24 +131,13 @@ class KafkaClusterView:
         self.kafka.kill(node_id)
 
     def stop_broker(self, node_id: int) -> None:
-        """SIGTERM: Kafka's controlled shutdown (the controller moves the node's leaderships
-        before it exits), as oncelog's broker does on SIGTERM."""
-        node = self.kafka.nodes[node_id]
-        node.signal_group(signal.SIGTERM)
-        node.process.wait(60)
+        self.kafka.stop(node_id)  # SIGTERM: Kafka's controlled shutdown, as oncelog's
 
     def restart(self, node_id: int) -> None:
         self.kafka.restart(node_id)  # starts a stopped node; back once it serves
 
     def wait_for_brokers(self, node_ids: set[int], timeout_s: float) -> None:
-        from confluent_kafka.admin import AdminClient
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        deadline = time.monotonic() + timeout_s
-        while not node_ids <= set(admin.list_topics(timeout=10).brokers):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"Apache Kafka brokers {sorted(node_ids)} not all back "
-                                   f"within {timeout_s:g} s")
-            time.sleep(0.2)
+        self.kafka.wait_for_brokers(sorted(node_ids), timeout_s)
 
 
 def start_kafka_cluster(data_dir: Path, settings: dict[str, str] | None = None,

@@ -66,8 +66,8 @@ class BrokerMonitor:
     def __init__(self, pid: int, interval: float = 0.05) -> None:
         self.pid = pid
         self.interval = interval
-        self.samples: list[tuple[float, int, float]] = []  # (time.time(), rss bytes, cpu s)
-        self.system: list[tuple[float, float]] = []  # (time.time(), stime s: the kernel's part)
+        # (time.time(), rss bytes, cpu s, of which in the kernel (stime) s)
+        self.samples: list[tuple[float, int, float, float]] = []
         self.peak_rss_hwm: int | None = None  # VmHWM: the kernel's own peak
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -91,9 +91,7 @@ class BrokerMonitor:
             reading = self._read()
             if reading is not None:
                 rss, hwm, cpu, system = reading
-                now = time.time()
-                self.samples.append((now, rss, cpu))
-                self.system.append((now, system))
+                self.samples.append((time.time(), rss, cpu, system))
                 self.peak_rss_hwm = hwm
             self._stop.wait(self.interval)
 
@@ -106,12 +104,12 @@ class BrokerMonitor:
         self._thread.join()
 
     def peak_rss(self, start: float | None = None, end: float | None = None) -> int | None:
-        values = [rss for t, rss, _ in self.samples
+        values = [rss for t, rss, _, _ in self.samples
                   if (start is None or t >= start) and (end is None or t <= end)]
         return max(values) if values else None
 
     def cpu_percent(self, start: float, end: float) -> float | None:
-        window = [(t, cpu) for t, _, cpu in self.samples if start <= t <= end]
+        window = [(t, cpu) for t, _, cpu, _ in self.samples if start <= t <= end]
         if len(window) < 2 or window[-1][0] <= window[0][0]:
             return None
         return 100 * (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
@@ -120,14 +118,14 @@ class BrokerMonitor:
         """Of the CPU time used in the window, the part spent in the kernel (system calls,
         page-cache allocation and reclaim, copies to sockets): 0-1."""
         total = self.cpu_seconds(start, end)
-        window = [system for t, system in self.system if start <= t <= end]
+        window = [system for t, _, _, system in self.samples if start <= t <= end]
         if not total or len(window) < 2:
             return None
         return (window[-1] - window[0]) / total
 
     def cpu_seconds(self, start: float, end: float) -> float | None:
         """CPU time (all threads) used between the first and last sample in the window."""
-        window = [cpu for t, _, cpu in self.samples if start <= t <= end]
+        window = [cpu for t, _, cpu, _ in self.samples if start <= t <= end]
         return window[-1] - window[0] if len(window) >= 2 else None
 
 

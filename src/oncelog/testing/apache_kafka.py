@@ -349,7 +349,7 @@ class ApacheKafka(_WireFaultMethods):
                     self._format()
                     for node in self.nodes.values():
                         self._start_node(node)
-                    self._wait_for_brokers(self.node_ids, timeout_s)
+                    self.wait_for_brokers(self.node_ids, timeout_s)
                     break
                 except KafkaUnavailable:
                     if attempt == BIND_ATTEMPTS or not self._lost_a_port():
@@ -434,7 +434,9 @@ class ApacheKafka(_WireFaultMethods):
                                  node.directory / "stdout.log")
         _track(node)
 
-    def _wait_for_brokers(self, node_ids: list[int], timeout_s: float) -> None:
+    def wait_for_brokers(self, node_ids: list[int], timeout_s: float = 60.0) -> None:
+        """Until every node of ``node_ids`` is listed in Metadata; KafkaUnavailable with
+        its log's tail if one exited, TimeoutError after ``timeout_s``."""
         from confluent_kafka.admin import AdminClient
         admin = AdminClient({"bootstrap.servers": self.direct_bootstrap, "log_level": 0})
         deadline = time.monotonic() + timeout_s
@@ -522,24 +524,32 @@ class ApacheKafka(_WireFaultMethods):
             node.signal_group(signal.SIGCONT)
         node.paused = False
 
+    def stop(self, node_id: int = 1) -> None:
+        """SIGTERM to node ``node_id`` (resumed first if paused): Kafka's controlled shutdown,
+        its leaderships moved before it exits; kill -9 if it has not exited after
+        ``STOP_TIMEOUT_S``. Nothing for a node that is not running."""
+        node = self.nodes[node_id]
+        if not node.is_running():
+            return
+        self.resume(node_id)
+        node.signal_group(signal.SIGTERM)
+        assert node.process is not None
+        try:
+            node.process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill(node_id)
+
     def restart(self, node_id: int = 1, *, hard: bool = False, timeout_s: float = 60.0) -> None:
         """Stop node ``node_id`` (SIGTERM, or SIGKILL with ``hard``) if running, then start it
         on the same ports and data; back once it serves. The proxies stay."""
         node = self.nodes[node_id]
-        if node.is_running():
-            if hard:
-                self.kill(node_id)
-            else:
-                self.resume(node_id)
-                node.signal_group(signal.SIGTERM)
-                assert node.process is not None
-                try:
-                    node.process.wait(STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    self.kill(node_id)
+        if hard:
+            self.kill(node_id)
+        else:
+            self.stop(node_id)
         _untrack(node.pid)
         self._start_node(node)
-        self._wait_for_brokers([node_id], timeout_s)
+        self.wait_for_brokers([node_id], timeout_s)
 
     def reset(self) -> None:
         """Back to a healthy Kafka for the next test: faults cleared, every node resumed and
@@ -552,7 +562,7 @@ class ApacheKafka(_WireFaultMethods):
             _untrack(self.nodes[node_id].pid)
             self._start_node(self.nodes[node_id])
         if stopped:
-            self._wait_for_brokers(stopped, 60.0)
+            self.wait_for_brokers(stopped, 60.0)
 
     # -- topics ------------------------------------------------------------------------------
 
