@@ -4,6 +4,16 @@ the Spark Connect server): waiting until one serves, the tail of its log, ``with
 ``listens_itself(pid, port)``, so that a server that lost its port to another process is not
 taken for ready because the other one answers.
 
+**Ports below the kernel's ephemeral range.** ``free_port()`` does not let the kernel choose
+(``bind(0)``): the kernel chooses from its ephemeral range (``ip_local_port_range``), the
+range every listener that binds port 0 gets its port from too - Spark's Python-worker and
+Py4J sockets, a JVM's RMI. A Kafka client goes on reconnecting to a broker that was stopped,
+so a port a stopped server had in that range could be given to such a listener, which then
+reads the client's ApiVersions request where it waits for its own worker's secret (Spark
+fails the query: "Python worker failed to connect back", "Authentication failed"; a clean-clone
+CI run did, 2026-11-30). So servers take ports below the ephemeral range, each process walking
+that range from a random place, so that it does not give one port out again soon either.
+
 **Dying with the process that started them.** ``tied_to_this_process(argv)`` is the command
 to start instead of ``argv`` so that the child is killed (SIGKILL) when this process dies, even
 by ``kill -9``: a broker left running would hold its data directory, and ZooKeeper its port,
@@ -27,6 +37,7 @@ that failed raises) and ``READY_POLL_S`` (how often to ask it whether it serves)
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -66,9 +77,45 @@ def tied_to_this_process(argv: list[str], signum: int = signal.SIGKILL) -> list[
             str(int(signum)), *argv]
 
 
+# Where servers' ports are taken from: up to the ephemeral range's start (see the module
+# docstring), from this low; where the range cannot be read (not Linux), the kernel chooses.
+SERVER_PORTS_FROM = 10000
+_EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_next_port: list[int] = []  # this process's place in the walk; empty until the first call
+_next_port_lock = threading.Lock()
+# A forked child (multiprocessing's clients) starts its own walk, not its parent's.
+os.register_at_fork(after_in_child=_next_port.clear)
+
+
+def server_ports() -> range | None:
+    """The ports ``free_port()`` gives out: from ``SERVER_PORTS_FROM`` to the start of the
+    kernel's ephemeral range; None where that range cannot be read or leaves too few."""
+    try:
+        ephemeral_from = int(_EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    ports = range(SERVER_PORTS_FROM, ephemeral_from)
+    return ports if len(ports) >= 1000 else None
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the kernel just gave out and took back: free now, not reserved (a server that
-    then fails to bind it retries with another; ``BrokerProcess.start`` does)."""
+    """A port nobody has bound now, below the kernel's ephemeral range (module docstring);
+    free now, not reserved (a server that then fails to bind it retries with another;
+    ``BrokerProcess.start`` does)."""
+    ports = server_ports()
+    if ports is not None:
+        with _next_port_lock:
+            if not _next_port:
+                _next_port.append(random.SystemRandom().randrange(len(ports)))
+            for _ in range(len(ports)):
+                port = ports[_next_port[0] % len(ports)]
+                _next_port[0] += 1
+                with socket.socket() as probe:
+                    try:
+                        probe.bind((host, port))
+                    except OSError:
+                        continue
+                    return port
     with socket.socket() as probe:
         probe.bind((host, 0))
         return probe.getsockname()[1]
