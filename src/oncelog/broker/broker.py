@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import logging
 import os
 import time
@@ -38,7 +39,7 @@ from ..controller.store import (BrokerRegistration, MetadataStore, NodeIdInUse, 
 from ..coordinator.leadership import CoordinatorLeadership
 from ..net.client import CLIENT_ID
 from ..partition import LeadershipLease, PartitionManager
-from .listeners import parse_listener
+from .listeners import parse_listeners
 from .server import Connection
 from .services import ClusterIdentity, build_services
 from .writable import WriteWaiter
@@ -61,16 +62,11 @@ class Broker:
         self.config = config
         self.clock = clock
         self.node_id: int = config["node.id"]
-        self.listen_host, self.listen_port = parse_listener(config["listeners"])
-        advertised_host, advertised_port = parse_listener(
-            config["advertised.listeners"] or config["listeners"])
-        if advertised_host in ("0.0.0.0", "::"):
-            raise ConfigError("advertised.listeners must name a host clients can reach, not "
-                              f"{advertised_host}; set advertised.listeners=HOST:PORT")
+        self.listeners = parse_listeners(config)
         self.data_dir = config.data_dir
-        # the cluster id and (when configured as 0) the advertised port are filled in by run()
-        self.identity = ClusterIdentity(bool(config["zookeeper.connect"]), advertised_host,
-                                        advertised_port)
+        # the cluster id and (when configured as 0) advertised ports are filled in by run()
+        self.identity = ClusterIdentity(bool(config["zookeeper.connect"]),
+                                        self.listeners.advertised)
         self.cluster_mode = self.identity.cluster_mode
         self.store: MetadataStore
         self.lease: LeadershipLease | None
@@ -80,7 +76,8 @@ class Broker:
                 config["zookeeper.connect"],
                 session_timeout_ms=config["zookeeper.session.timeout.ms"],
                 connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
-                node_id=self.node_id, connect_attempt_timeout_s=2.0)
+                node_id=self.node_id, connect_attempt_timeout_s=2.0,
+                inter_broker_listener=self.listeners.inter_broker)
             self.lease = LeadershipLease(self._lease_duration_s())
         else:
             self.store = LocalMetadataStore(self.data_dir, self.node_id)
@@ -93,6 +90,7 @@ class Broker:
         self.write_waiter: WriteWaiter | None = None  # the event loop's, made by run()
         # this broker's view of the cluster: live brokers and the controller
         self.brokers = LiveBrokers()
+        self.servers: list[asyncio.Server] = []  # one per listener, made by run()
         # what request handlers use, and nothing else of the broker (services.py)
         self.services = build_services(config, self.identity, self.partitions, self.store,
                                        self.store_calls, self.brokers, clock)
@@ -116,12 +114,22 @@ class Broker:
         return self.identity.cluster_id
 
     @property
+    def listen_host(self) -> str:
+        return self.listeners.bound[0].host
+
+    @property
+    def listen_port(self) -> int:
+        """The first listener's port (as bound, once run() listens)."""
+        return self.listeners.bound[0].port
+
+    @property
     def advertised_host(self) -> str:
-        return self.identity.advertised_host
+        """Where other brokers reach this one (its inter-broker listener)."""
+        return self.listeners.advertised_endpoint(self.listeners.inter_broker).host
 
     @property
     def advertised_port(self) -> int:
-        return self.identity.advertised_port
+        return self.listeners.advertised_endpoint(self.listeners.inter_broker).port
 
     @property
     def live_brokers(self) -> dict[int, BrokerRegistration]:
@@ -132,7 +140,8 @@ class Broker:
         return self.brokers.controller_id
 
     def registration(self) -> BrokerRegistration:
-        return BrokerRegistration(self.node_id, self.advertised_host, self.advertised_port)
+        return BrokerRegistration(self.node_id, self.advertised_host, self.advertised_port,
+                                  endpoints=self.listeners.advertised)
 
     def _lease_duration_s(self) -> float:
         # A safety margin below the session timeout: ZooKeeper cannot expire our session,
@@ -176,24 +185,16 @@ class Broker:
         loop = asyncio.get_running_loop()
         self.write_waiter = WriteWaiter(loop)
         try:
-            # In cluster mode the socket is bound (so the advertised port is known) but
+            # In cluster mode the sockets are bound (so advertised ports are known) but
             # nothing is accepted until this broker is registered and holds the cluster's
             # view: a restarted broker must not answer Metadata with an empty cluster.
-            server = await loop.create_server(lambda: Connection(self), self.listen_host,
-                                              self.listen_port, reuse_address=True, backlog=1024,
-                                              start_serving=not self.cluster_mode)
-        except OSError as error:
+            await self._listen(loop)
+        except ConfigError:
+            for server in self.servers:
+                server.close()
             self.partitions.close()
             self.write_waiter.close()
-            # asyncio's strerror is "error while attempting to bind on address (host, port):
-            # ...": the address is said once, here, and the cause in the OS's words.
-            reason = os.strerror(error.errno).lower() if error.errno else str(error)
-            raise ConfigError(f"cannot listen on {self.listen_host}:{self.listen_port}: "
-                              f"{reason}") from None
-        if self.listen_port == 0:
-            self.listen_port = server.sockets[0].getsockname()[1]
-            if self.identity.advertised_port == 0:
-                self.identity.advertised_port = self.listen_port
+            raise
         if self.cluster_mode:
             assert self.membership is not None  # made by _join_cluster in cluster mode
             try:
@@ -201,17 +202,23 @@ class Broker:
                 await asyncio.to_thread(self._register_in_cluster)
                 await self.membership.sync.read_everything()
             except (ConfigError, StoreUnavailable) as error:
-                server.close()
+                for server in self.servers:
+                    server.close()
                 self.write_waiter.close()
                 self.partitions.close()
                 await asyncio.to_thread(self.store.close)
                 raise ConfigError(str(error)) from None
-            await server.start_serving()
+            for server in self.servers:
+                await server.start_serving()
         else:
             self._register()
-        log.info("broker %d listening on %s:%d (advertised as %s:%d), data in %s, cluster %s",
-                 self.node_id, self.listen_host, self.listen_port, self.advertised_host,
-                 self.advertised_port, self.data_dir, self.cluster_id)
+        listening = ", ".join(
+            f"{bound.url()}" + (f" (advertised as {advertised.host}:{advertised.port})"
+                                if (advertised.host, advertised.port) != (bound.host, bound.port)
+                                else "")
+            for bound, advertised in zip(self.listeners.bound, self.listeners.advertised))
+        log.info("broker %d listening on %s, data in %s, cluster %s", self.node_id, listening,
+                 self.data_dir, self.cluster_id)
         if on_ready is not None:
             on_ready(self)
         try:
@@ -229,7 +236,8 @@ class Broker:
                 for task in background:
                     task.cancel()
         finally:
-            server.close()
+            for server in self.servers:
+                server.close()
             self.transaction_coordinator.close()
             self.transaction_markers.close()
             self.services.transaction_verifier.close()
@@ -237,7 +245,8 @@ class Broker:
                 connection.transport.close()
             for task in list(self.finishing_requests):
                 task.cancel()
-            await server.wait_closed()
+            for server in self.servers:
+                await server.wait_closed()
             self.write_waiter.close()
             self.partitions.close()
             if self.cluster_mode:
@@ -246,6 +255,31 @@ class Broker:
             if self._lock_fd is not None:
                 os.close(self._lock_fd)
             log.info("broker %d stopped cleanly", self.node_id)
+
+    async def _listen(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Bind every listener (not yet accepting in cluster mode); fill in ports given as 0."""
+        for endpoint in self.listeners.bound:
+            if endpoint.security_protocol != "PLAINTEXT":
+                raise ConfigError(f"listener {endpoint.listener}: security protocol "
+                                  f"{endpoint.security_protocol} is not served yet")
+            try:
+                server = await loop.create_server(
+                    functools.partial(Connection, self, endpoint.listener), endpoint.host,
+                    endpoint.port, reuse_address=True, backlog=1024,
+                    start_serving=not self.cluster_mode)
+            except OSError as error:
+                # asyncio's strerror is "error while attempting to bind on address (host,
+                # port): ...": the address is said once, here, and the cause in the OS's words.
+                reason = os.strerror(error.errno).lower() if error.errno else str(error)
+                which = (f" (listener {endpoint.listener})" if len(self.listeners.bound) > 1
+                         else "")
+                raise ConfigError(f"cannot listen on {endpoint.host}:{endpoint.port}: "
+                                  f"{reason}{which}") from None
+            self.servers.append(server)
+            if endpoint.port == 0:
+                self.listeners = self.listeners.with_port(
+                    endpoint.listener, server.sockets[0].getsockname()[1])
+        self.identity.endpoints = self.listeners.advertised
 
     async def _join_cluster(self) -> None:
         """Connect to ZooKeeper (retrying, one line per attempt) and read the cluster."""
@@ -303,8 +337,7 @@ class Broker:
                                   f"broker{where}; give each broker its own node.id") from None
 
     def _register(self) -> None:
-        registration = self.store.register_broker(BrokerRegistration(
-            self.node_id, self.advertised_host, self.advertised_port))
+        registration = self.store.register_broker(self.registration())
         self.brokers.update(self.store.live_brokers() or {self.node_id: registration})
         if self.store.try_become_controller(self.node_id):
             self.brokers.controller_id = self.node_id

@@ -17,3 +17,5 @@ class RequestContext:
     client_address: str
     # the state owners a handler may use, the same object for every request to this broker
     services: BrokerServices
+    # the listener the request came in on: a client is told the endpoints of that listener
+    listener: str

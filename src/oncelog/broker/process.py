@@ -90,8 +90,10 @@ class BrokerProcess:
         return self.process.pid if self.process else None
 
     def command(self) -> list[str]:
-        args = [*self.command_prefix, sys.executable, "-m", "oncelog", "broker", "--listen",
-                self.bootstrap,
+        # ``listeners`` among the settings (several, named) replaces --listen; the first
+        # of them is expected at ``host:port``
+        listen = [] if "listeners" in self.settings else ["--listen", self.bootstrap]
+        args = [*self.command_prefix, sys.executable, "-m", "oncelog", "broker", *listen,
                 "--data-dir", str(self.data_dir)]
         for name, value in self.settings.items():
             args += ["--set", f"{name}={value}"]

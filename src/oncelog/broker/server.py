@@ -115,8 +115,9 @@ class Connection(asyncio.BufferedProtocol):
     # again for every request (a copy and a fresh allocation at each doubling).
     SHRINK_AFTER_S = 0.05
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: str = "PLAINTEXT") -> None:
         self.broker = broker  # its connections, write waiter and limits; never handed on
+        self.listener = listener  # the name of the listener it came in on
         self.services = broker.services  # what the handlers are given
         self.loop = asyncio.get_running_loop()
         self.limits = limits_for(broker, self.loop.call_soon)
@@ -417,7 +418,7 @@ class Connection(asyncio.BufferedProtocol):
         charge = self._charge(len(frame) * DECODED_COST_FACTOR)
         self.client_id = header.client_id
         ctx = RequestContext(api_key, header.api_version, header.correlation_id,
-                             header.client_id, self.peer, self.services)
+                             header.client_id, self.peer, self.services, self.listener)
         expects = request.expect_response()
         written = None
         after = None

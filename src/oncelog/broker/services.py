@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..config import BrokerConfig
 from ..controller.live_brokers import LiveBrokers
 from ..controller.producer_ids import ProducerIdManager
-from ..controller.store import MetadataStore, StoreCalls
+from ..controller.store import Endpoint, MetadataStore, StoreCalls
 from ..coordinator.group import GroupConfig, GroupCoordinator
 from ..coordinator.group.offsets_topic import OffsetsTopic
 from ..coordinator.transaction.coordinator import TransactionCoordinator
@@ -39,13 +39,17 @@ from ..protocol.errors import ErrorCode
 
 @dataclass(slots=True)
 class ClusterIdentity:
-    """This broker as its clients see it: the cluster it belongs to and where it is reached.
-    Written by the broker as it starts (``cluster_id`` once the store has answered,
-    ``advertised_port`` once it listens, when configured as 0); read by handlers."""
+    """This broker as its clients see it: the cluster it belongs to and where each listener
+    is reached. Written by the broker as it starts (``cluster_id`` once the store has
+    answered, ``endpoints`` once it listens, for listeners configured on port 0); read by
+    handlers."""
     cluster_mode: bool  # a member of a ZooKeeper cluster (False: a single broker)
-    advertised_host: str
-    advertised_port: int
+    endpoints: tuple[Endpoint, ...]  # every listener, as advertised
     cluster_id: str = ""  # "" until the broker has read it from its metadata store
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches this broker."""
+        return next(((e.host, e.port) for e in self.endpoints if e.listener == listener), None)
 
 
 @dataclass(frozen=True, slots=True)

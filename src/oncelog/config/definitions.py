@@ -81,9 +81,21 @@ class ConfigDef:
 
 BROKER_CONFIGS = {d.name: d for d in (
     ConfigDef("node.id", _int, "1", "This broker's id, reported in Metadata.", minimum=0),
-    ConfigDef("listeners", _str, "PLAINTEXT://127.0.0.1:9092", "Where the broker listens."),
+    ConfigDef("listeners", _str, "PLAINTEXT://127.0.0.1:9092",
+              "Where the broker listens: NAME://HOST:PORT,... (broker/listeners.py)."),
     ConfigDef("advertised.listeners", _str, "",
-              "The address put in Metadata for clients (defaults to listeners)."),
+              "Where clients are told to reach each listener, NAME://HOST:PORT (defaults to "
+              "where it listens)."),
+    ConfigDef("listener.security.protocol.map", _str,
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "Each listener name's security protocol, NAME:PROTOCOL,..."),
+    ConfigDef("inter.broker.listener.name", _str, "",
+              "The listener brokers reach each other on (default: the one named after "
+              "security.inter.broker.protocol, or the only one)."),
+    ConfigDef("security.inter.broker.protocol",
+              _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"), "PLAINTEXT",
+              "The security protocol brokers reach each other with, when "
+              "inter.broker.listener.name is not set."),
     ConfigDef("log.dirs", _str, "", "The data directory (defaults to ~/.local/share/oncelog)."),
     ConfigDef("num.partitions", _int, "1", "Partitions of a topic created without a count.",
               minimum=1),

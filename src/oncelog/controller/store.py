@@ -97,13 +97,43 @@ class PartitionState:
         return replace(self, leader=leader, leader_epoch=self.leader_epoch + 1, isr=tuple(isr))
 
 
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One listener of a broker: its name, its security protocol and an address (where it
+    listens, or where clients are told to reach it: ``broker/listeners.py``)."""
+    listener: str
+    security_protocol: str
+    host: str
+    port: int
+
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener}://{host}:{self.port}"
+
+
 @dataclass(frozen=True)
 class BrokerRegistration:
+    """A live broker as the store has it: ``host``/``port`` is where other brokers reach it
+    (its inter-broker listener), ``endpoints`` every listener as advertised to clients."""
     node_id: int
     host: str
     port: int
     rack: str | None = None
     broker_epoch: int = -1  # filled in by the store at registration
+    endpoints: tuple[Endpoint, ...] = ()  # none given: one PLAINTEXT listener at host:port
+
+    def __post_init__(self) -> None:
+        if not self.endpoints:
+            object.__setattr__(self, "endpoints", (
+                Endpoint("PLAINTEXT", "PLAINTEXT", self.host, self.port),))
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches this broker; None when it has no such
+        listener."""
+        for endpoint in self.endpoints:
+            if endpoint.listener == listener:
+                return endpoint.host, endpoint.port
+        return None
 
 
 class MetadataChange(Enum):

@@ -74,7 +74,7 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
-from .store import (NO_LEADER, BrokerRegistration, MetadataChange, MetadataEvent,
+from .store import (NO_LEADER, BrokerRegistration, Endpoint, MetadataChange, MetadataEvent,
                     MetadataStore, NodeIdInUse, PartitionState, StoreUnavailable, TopicExists,
                     TopicGrew, TopicListing, TopicRecord, new_cluster_id)
 
@@ -197,8 +197,12 @@ class ZooKeeperMetadataStore(MetadataStore):
     def __init__(self, connect: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  connection_timeout_ms: int | None = None, node_id: int = -1,
                  connect_attempt_timeout_s: float = 5.0, connect_retry_backoff_s: float = 1.0,
-                 client: KazooClient | None = None) -> None:
+                 client: KazooClient | None = None,
+                 inter_broker_listener: str = "PLAINTEXT") -> None:
         self.hosts, self.chroot = split_connect(connect)
+        # which endpoint of a registration other brokers are reached at (every broker of a
+        # cluster has the same inter.broker.listener.name)
+        self.inter_broker_listener = inter_broker_listener
         if not self.hosts:
             raise ValueError(f"zookeeper.connect {connect!r} names no host")
         self.session_timeout_ms = int(session_timeout_ms)
@@ -444,10 +448,15 @@ class ZooKeeperMetadataStore(MetadataStore):
                 pass  # another broker was first: read its id
 
     def _registration_document(self, registration: BrokerRegistration) -> bytes:
+        endpoints = registration.endpoints
+        # Kafka's document: host and port are the PLAINTEXT listener's (null, -1 without one)
+        plaintext = next((e for e in endpoints if e.listener == "PLAINTEXT"), None)
         document: dict[str, Any] = {
-            "version": 4, "host": registration.host, "port": registration.port,
-            "endpoints": [f"PLAINTEXT://{registration.host}:{registration.port}"],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "version": 4, "host": plaintext.host if plaintext else None,
+            "port": plaintext.port if plaintext else -1,
+            "endpoints": [e.url() for e in endpoints],
+            "listener_security_protocol_map": {e.listener: e.security_protocol
+                                               for e in endpoints},
             "jmx_port": -1, "timestamp": _now_ms()}
         if registration.rack is not None:
             document["rack"] = registration.rack
@@ -474,8 +483,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._registered_node_id = registration.node_id
         if self.node_id < 0:
             self.node_id = registration.node_id
-        return BrokerRegistration(registration.node_id, registration.host, registration.port,
-                                  registration.rack, broker_epoch=stat.czxid)
+        return dataclasses.replace(registration, broker_epoch=stat.czxid)
 
     def live_brokers(self) -> dict[int, BrokerRegistration]:
         brokers: dict[int, BrokerRegistration] = {}
@@ -484,15 +492,27 @@ class ZooKeeperMetadataStore(MetadataStore):
                 data, stat = self._request(self.client.get_async, f"{BROKER_IDS_PATH}/{child}")
             except NoNodeError:
                 continue  # its session ended while we listed
-            document = json.loads(data)
-            host, port = document.get("host"), document.get("port", -1)
-            if not host and document.get("endpoints"):  # Kafka writes host null for non-PLAINTEXT
-                host, _, port_text = document["endpoints"][0].rpartition("//")[2].rpartition(":")
-                port = int(port_text)
-            brokers[int(child)] = BrokerRegistration(int(child), host, int(port),
-                                                     document.get("rack"),
-                                                     broker_epoch=stat.czxid)
+            brokers[int(child)] = self._registration(int(child), json.loads(data), stat.czxid)
         return brokers
+
+    def _registration(self, node_id: int, document: dict[str, Any],
+                      broker_epoch: int) -> BrokerRegistration:
+        """A registration document read back: every endpoint, and host and port those of
+        the inter-broker listener (else the document's own, else the first endpoint's)."""
+        protocols = document.get("listener_security_protocol_map") or {}
+        endpoints: list[Endpoint] = []
+        for url in document.get("endpoints") or ():
+            name, _, address = str(url).partition("://")
+            where, _, number = address.rpartition(":")
+            endpoints.append(Endpoint(name, protocols.get(name, name), where.strip("[]"),
+                                      int(number)))
+        host, port = str(document.get("host") or ""), int(document.get("port", -1))
+        inter = next((e for e in endpoints if e.listener == self.inter_broker_listener),
+                     None if host else (endpoints[0] if endpoints else None))
+        if inter is not None:
+            host, port = inter.host, inter.port
+        return BrokerRegistration(node_id, host, port, document.get("rack"),
+                                  broker_epoch=broker_epoch, endpoints=tuple(endpoints))
 
     def confirm_session(self) -> bool:
         node_id = self._registered_node_id

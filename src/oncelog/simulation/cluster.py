@@ -45,8 +45,8 @@ from ..broker.services import BrokerServices, ClusterIdentity, build_services
 from ..controller.live_brokers import LiveBrokers
 from ..coordinator.leadership import CoordinatorLeadership
 from ..membership import ClusterMembership
-from ..controller.store import (BrokerRegistration, NodeIdInUse, StoreCalls, StoreTimedOut,
-                                StoreUnavailable)
+from ..controller.store import (BrokerRegistration, Endpoint, NodeIdInUse, StoreCalls,
+                                StoreTimedOut, StoreUnavailable)
 from ..partition import LeadershipLease, PartitionManager
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
@@ -229,7 +229,7 @@ async def _handle(world: World, sender: str, target: Node, request: Any, version
     api_key = _API_KEYS.get(type(request))
     if api_key is None:
         api_key = _API_KEYS[type(request)] = ApiKey(request.API_KEY)
-    ctx = RequestContext(api_key, version, 0, client_id, sender, target.services)
+    ctx = RequestContext(api_key, version, 0, client_id, sender, target.services, "PLAINTEXT")
     if served is not None and target.partitions is not None:
         # the incarnation the append goes to: the one held as the request is served (the
         # topic may be deleted, or deleted and created again, before the answer)
@@ -367,7 +367,8 @@ class Node:
             else [self.node_id]
         registration = BrokerRegistration(self.node_id, self.name, PORT)
         self.services = build_services(
-            config, ClusterIdentity(True, registration.host, registration.port),
+            config, ClusterIdentity(True, (Endpoint("PLAINTEXT", "PLAINTEXT", registration.host,
+                                             registration.port),)),
             self.partitions, store, calls, self.brokers, clock, connect=self._connect)
         services = self.services
         # the coordinators follow the leadership of their internal topics' partitions, as

@@ -24,8 +24,9 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=1,
         cluster_id=services.identity.cluster_id, controller_id=services.brokers.controller_id,
         brokers=[DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-            for b in sorted(services.brokers.live.values(), key=lambda b: b.node_id)],
+            broker_id=b.node_id, host=address[0], port=address[1], rack=b.rack, is_fenced=False)
+            for b in sorted(services.brokers.live.values(), key=lambda b: b.node_id)
+            if (address := b.endpoint(ctx.listener)) is not None],
         authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 

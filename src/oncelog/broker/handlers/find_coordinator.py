@@ -70,14 +70,17 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     index = partition_for(key, topic.partition_count) if topic is not None else -1
     leader = topic.states[index].leader if topic is not None and index >= 0 else -1
     if leader == services.node_id and coordinator.is_coordinator_for(key):
-        identity = services.identity
-        return _coordinator(key, services.node_id, identity.advertised_host,
-                            identity.advertised_port)
-    registration = services.brokers.live.get(leader)
-    if leader == services.node_id or registration is None:
+        address = services.identity.address(ctx.listener)
+    else:
+        registration = services.brokers.live.get(leader)
+        if leader == services.node_id or registration is None:
+            return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                          f"{internal.name}-{index} has no loaded leader yet")
+        address = registration.endpoint(ctx.listener)
+    if address is None:  # as Kafka: the coordinator has no listener of this name
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                      f"{internal.name}-{index} has no loaded leader yet")
-    return _coordinator(key, leader, registration.host, registration.port)
+                      f"the coordinator (broker {leader}) has no listener {ctx.listener}")
+    return _coordinator(key, leader, *address)
 
 
 def _coordinator(key: str, node_id: int, host: str, port: int) -> Coordinator:

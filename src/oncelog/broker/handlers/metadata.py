@@ -89,6 +89,8 @@ def _topic_entry(ctx: RequestContext, topic: Topic) -> TopicEntry:
         replicas = list(topic.record.replicas(index))
         leader = state.leader if state.leader in live and not brokers.cut_off else NO_LEADER
         code = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
+        if leader != NO_LEADER and live[leader].endpoint(ctx.listener) is None:
+            code = ErrorCode.LISTENER_NOT_FOUND  # Kafka's answer: the leader lacks this listener
         partitions.append(PartitionEntry(
             error_code=code, partition_index=index, leader_id=leader,
             leader_epoch=state.leader_epoch, replica_nodes=replicas, isr_nodes=list(state.isr),
@@ -109,8 +111,9 @@ def _response(ctx: RequestContext, topics: list[TopicEntry], code: ErrorCode = E
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[MetadataResponse.MetadataResponseBroker(
-            node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-            for b in services.brokers.listed()],
+            node_id=b.node_id, host=address[0], port=address[1], rack=b.rack)
+            for b in services.brokers.listed()
+            if (address := b.endpoint(ctx.listener)) is not None],
         cluster_id=services.identity.cluster_id, controller_id=services.brokers.controller_id,
         topics=topics,
         authorized_operations=NO_AUTHORIZED_OPERATIONS, error_code=code)

@@ -120,9 +120,10 @@ def _point_to_leaders(ctx: RequestContext, topics: list[TopicResult]
                 result.current_leader = PartitionResult.LeaderIdAndEpoch(
                     leader_id=state.leader, leader_epoch=state.leader_epoch)
                 leaders.add(state.leader)
-    return [ProduceResponse.NodeEndpoint(node_id=b.node_id, host=b.host, port=b.port,
+    return [ProduceResponse.NodeEndpoint(node_id=b.node_id, host=address[0], port=address[1],
                                          rack=b.rack)
-            for b in (ctx.services.brokers.live[n] for n in sorted(leaders))]
+            for b in (ctx.services.brokers.live[n] for n in sorted(leaders))
+            if (address := b.endpoint(ctx.listener)) is not None]
 
 
 # a partition's result, its replica when something was appended, and the offset acks=all
