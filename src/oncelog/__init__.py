@@ -8,6 +8,8 @@ what its modules hold):
 - ``storage`` - the on-disk log of one partition: segments, indexes, recovery, retention,
   compaction, producer-state snapshots, the leader-epoch checkpoint.
 - ``config`` - broker and topic configs under Kafka's names, read by every layer above.
+- ``security`` - TLS contexts from Kafka's ``ssl.*`` settings, and the principal a client
+  certificate maps to (``ssl.principal.mapping.rules``).
 - ``net`` - a Kafka-protocol connection to another broker, for the requests brokers and
   oncelog's tools send themselves (a follower's fetches, transaction markers, metadata).
 - ``partition`` - one replica's state (LEO, HW, LSO, leader epoch, ISR, producer state), its

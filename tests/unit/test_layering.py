@@ -32,6 +32,8 @@ ROOT = Path(oncelog.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     # wire codecs; configs under Kafka's names; what the server processes oncelog starts share
     ("oncelog", "protocol", "config", "served_process"),
+    # TLS contexts and principals from the ssl.* and sasl.* configs
+    ("security",),
     # one partition's log on disk; a Kafka-protocol connection to another broker
     ("storage", "net"),
     # the metadata store (local file | ZooKeeper), its records, elections, producer ids

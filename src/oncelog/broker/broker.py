@@ -27,6 +27,7 @@ import fcntl
 import functools
 import logging
 import os
+import ssl
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -34,11 +35,14 @@ from typing import TYPE_CHECKING
 from ..config import BrokerConfig, ConfigError
 from ..controller.metadata_store import LocalMetadataStore
 from ..controller.live_brokers import LiveBrokers
-from ..controller.store import (BrokerRegistration, MetadataStore, NodeIdInUse, StoreCalls,
-                                StoreUnavailable)
+from ..controller.store import (BrokerRegistration, Endpoint, MetadataStore, NodeIdInUse,
+                                StoreCalls, StoreUnavailable)
 from ..coordinator.leadership import CoordinatorLeadership
 from ..net.client import CLIENT_ID
 from ..partition import LeadershipLease, PartitionManager
+from ..security.principal import PrincipalMapper
+from ..security.tls import server_context, watch_handshakes
+from .limits import limits_for
 from .listeners import parse_listeners
 from .server import Connection
 from .services import ClusterIdentity, build_services
@@ -63,6 +67,12 @@ class Broker:
         self.clock = clock
         self.node_id: int = config["node.id"]
         self.listeners = parse_listeners(config)
+        # each TLS listener's context and principal mapping, read now: a setting that cannot
+        # be used stops the broker before it opens its data
+        self._tls: dict[str, tuple[ssl.SSLContext, PrincipalMapper]] = {
+            e.listener: (server_context(config, e.listener), PrincipalMapper(
+                config.for_listener(e.listener, "ssl.principal.mapping.rules")))
+            for e in self.listeners.bound if e.security_protocol == "SSL"}
         self.data_dir = config.data_dir
         # the cluster id and (when configured as 0) advertised ports are filled in by run()
         self.identity = ClusterIdentity(bool(config["zookeeper.connect"]),
@@ -259,13 +269,20 @@ class Broker:
     async def _listen(self, loop: asyncio.AbstractEventLoop) -> None:
         """Bind every listener (not yet accepting in cluster mode); fill in ports given as 0."""
         for endpoint in self.listeners.bound:
-            if endpoint.security_protocol != "PLAINTEXT":
+            if endpoint.security_protocol.startswith("SASL_"):
                 raise ConfigError(f"listener {endpoint.listener}: security protocol "
                                   f"{endpoint.security_protocol} is not served yet")
+            context, principals = self._tls.get(endpoint.listener, (None, None))
+            handshake_s = limits_for(self, loop.call_soon).read_timeout_ms / 1000
+            if context is not None:
+                watch_handshakes(context, functools.partial(self._tls_refused, endpoint),
+                                 handshake_s)
             try:
                 server = await loop.create_server(
-                    functools.partial(Connection, self, endpoint.listener), endpoint.host,
-                    endpoint.port, reuse_address=True, backlog=1024,
+                    functools.partial(Connection, self, endpoint.listener, context is not None,
+                                      principals),
+                    endpoint.host, endpoint.port, reuse_address=True, backlog=1024,
+                    ssl=context, ssl_handshake_timeout=handshake_s if context else None,
                     start_serving=not self.cluster_mode)
             except OSError as error:
                 # asyncio's strerror is "error while attempting to bind on address (host,
@@ -280,6 +297,13 @@ class Broker:
                 self.listeners = self.listeners.with_port(
                     endpoint.listener, server.sockets[0].getsockname()[1])
         self.identity.endpoints = self.listeners.advertised
+
+    def _tls_refused(self, endpoint: Endpoint, reason: str) -> None:
+        """A TLS handshake on ``endpoint`` failed: one line per listener and interval."""
+        limits_for(self).rejections.warning(
+            f"TLS handshake: {reason}", endpoint.listener,
+            "closing a connection to listener %s: TLS handshake failed: %s", endpoint.listener,
+            reason)
 
     async def _join_cluster(self) -> None:
         """Connect to ZooKeeper (retrying, one line per attempt) and read the cluster."""

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, cast
 from ..protocol import messages
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
+from ..security.principal import ANONYMOUS, NoMatchingRule, PrincipalMapper, distinguished_name
 from ..storage import FileRegion
 from .context import RequestContext
 from .dispatch import HANDLERS, dispatch
@@ -115,9 +116,15 @@ class Connection(asyncio.BufferedProtocol):
     # again for every request (a copy and a fresh allocation at each doubling).
     SHRINK_AFTER_S = 0.05
 
-    def __init__(self, broker: Broker, listener: str = "PLAINTEXT") -> None:
+    def __init__(self, broker: Broker, listener: str = "PLAINTEXT", tls: bool = False,
+                 principals: PrincipalMapper | None = None) -> None:
         self.broker = broker  # its connections, write waiter and limits; never handed on
         self.listener = listener  # the name of the listener it came in on
+        # on an SSL or SASL_SSL listener: made once the TLS handshake is done (the event
+        # loop runs it), and responses cannot be sent with sendfile
+        self.tls = tls
+        self.principals = principals  # a client certificate's name -> its principal
+        self.principal = ANONYMOUS  # who the client is, once known
         self.services = broker.services  # what the handlers are given
         self.loop = asyncio.get_running_loop()
         self.limits = limits_for(broker, self.loop.call_soon)
@@ -168,6 +175,21 @@ class Connection(asyncio.BufferedProtocol):
         self.broker.connections.add(self)
         self.writer = self.loop.create_task(self._write_responses())
         self._arm_timer()
+        if self.tls:
+            self._take_principal()
+
+    def _take_principal(self) -> None:
+        """The client certificate's name as its principal (``ssl.principal.mapping.rules``);
+        a name no rule maps closes the connection, as Kafka fails its authentication."""
+        certificate = self.transport.get_extra_info("peercert")
+        if not certificate or self.principals is None:
+            return
+        try:
+            name = self.principals.name(distinguished_name(certificate.get("subject", ())))
+        except NoMatchingRule as error:
+            self.close("TLS principal", f"authentication failed: {error}")
+            return
+        self.principal = f"User:{name}"
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.admitted:
@@ -519,6 +541,8 @@ class Connection(asyncio.BufferedProtocol):
         transport = self.transport
         if self.closed or transport.is_closing():
             return False
+        if self.tls:  # encrypted here, not by the kernel: read it, hand it over
+            return self._write_region(region)
         socket_fd = transport.get_extra_info("socket").fileno()
         waiter = self.broker.write_waiter
         offset, remaining = region.offset, region.size
@@ -548,6 +572,19 @@ class Connection(asyncio.BufferedProtocol):
             return False
         if rest:
             transport.write(rest)
+        return True
+
+    def _write_region(self, region: FileRegion) -> bool:
+        try:
+            data = os.pread(region.fd, region.size, region.offset)
+        except OSError as error:
+            self.close("connection lost", f"sending a response failed: {error}", quiet=True)
+            return False
+        if len(data) < region.size:
+            self.close("internal error", f"{region} ended early: the log was truncated while "
+                       "a fetch response was being sent")
+            return False
+        self.transport.write(data)
         return True
 
     def _recharge_writes(self) -> None:

@@ -77,6 +77,8 @@ class ConfigDef:
     doc: str
     topic_name: str | None = None  # the per-topic config this broker config defaults
     minimum: int | None = None
+    # a secret: never logged, and DescribeConfigs answers it with a null value (as Kafka)
+    sensitive: bool = False
 
 
 BROKER_CONFIGS = {d.name: d for d in (
@@ -97,6 +99,34 @@ BROKER_CONFIGS = {d.name: d for d in (
               "The security protocol brokers reach each other with, when "
               "inter.broker.listener.name is not set."),
     ConfigDef("log.dirs", _str, "", "The data directory (defaults to ~/.local/share/oncelog)."),
+    # TLS (SSL and SASL_SSL listeners; each may be given per listener as
+    # listener.name.<name>.<config>): PEM files only, as Kafka reads them since KIP-651
+    ConfigDef("ssl.keystore.type", _choice("PEM", "JKS", "PKCS12"), "PEM",
+              "The keystore's format: oncelog reads PEM only."),
+    ConfigDef("ssl.keystore.location", _str, "",
+              "A PEM file with this broker's private key and its certificate chain."),
+    ConfigDef("ssl.key.password", _str, "", "The password of an encrypted private key.",
+              sensitive=True),
+    ConfigDef("ssl.keystore.password", _str, "",
+              "Not used by PEM keystores (Kafka's too): the key's is ssl.key.password.",
+              sensitive=True),
+    ConfigDef("ssl.truststore.type", _choice("PEM", "JKS", "PKCS12"), "PEM",
+              "The truststore's format: oncelog reads PEM only."),
+    ConfigDef("ssl.truststore.location", _str, "",
+              "A PEM file with the certificate authorities this broker trusts (clients' "
+              "certificates, other brokers')."),
+    ConfigDef("ssl.truststore.password", _str, "", "Not used by PEM truststores.",
+              sensitive=True),
+    ConfigDef("ssl.client.auth", _choice("none", "requested", "required"), "none",
+              "Whether clients must present a certificate (mutual TLS)."),
+    ConfigDef("ssl.enabled.protocols", _str, "TLSv1.2,TLSv1.3",
+              "TLS versions served: TLSv1.2 and TLSv1.3 only."),
+    ConfigDef("ssl.principal.mapping.rules", _str, "DEFAULT",
+              "How a client certificate's distinguished name becomes a principal: "
+              "RULE:pattern/replacement/[LU], ..., DEFAULT."),
+    ConfigDef("ssl.endpoint.identification.algorithm", _str, "https",
+              "https: a broker connecting to another checks the host name in its "
+              "certificate; empty: it does not."),
     ConfigDef("num.partitions", _int, "1", "Partitions of a topic created without a count.",
               minimum=1),
     ConfigDef("max.partitions.per.topic", _int, "10000",
@@ -311,6 +341,8 @@ class BrokerConfig:
     def __init__(self, explicit: dict[str, str] | None = None) -> None:
         self.explicit: dict[str, str] = {}
         self.ignored: list[str] = []  # names Kafka knows but oncelog does not use
+        # listener.name.<listener>.<config>: a config for one listener (listener lower-cased)
+        self.per_listener: dict[str, dict[str, str]] = {}
         # Aliases first, so the precise spelling (log.retention.ms) wins, as in Kafka.
         items = sorted((explicit or {}).items(), key=lambda item: item[0] not in _ALIASES)
         for name, raw in items:
@@ -324,6 +356,8 @@ class BrokerConfig:
                             f"{name}={raw!r} is invalid: expected an integer") from None
                     raw = str(max(value, -1))  # Kafka reads any negative retention as -1
                 name = canonical
+            if name.startswith(LISTENER_PREFIX) and self._per_listener(name, raw):
+                continue
             if name not in BROKER_CONFIGS:
                 if not is_kafka_broker_config(name):
                     raise ConfigError(f"unknown broker config {name!r}: neither oncelog's nor "
@@ -336,8 +370,24 @@ class BrokerConfig:
         self._values = {name: parse_value(d, self.explicit.get(name, d.default))
                         for name, d in BROKER_CONFIGS.items()}
 
+    def _per_listener(self, name: str, raw: str) -> bool:
+        """Keep ``listener.name.<listener>.<config>`` when ``<config>`` is one of ours (its
+        value checked); False for any other (Kafka's own per-listener settings: ignored)."""
+        listener, _, config = name[len(LISTENER_PREFIX):].partition(".")
+        if config not in BROKER_CONFIGS or not listener:
+            return False
+        parse_value(BROKER_CONFIGS[config], raw, name)
+        self.per_listener.setdefault(listener.lower(), {})[config] = raw
+        return True
+
     def __getitem__(self, name: str) -> Any:  # int, str, bool, ... as the config's type says
         return self._values[name]
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """``name``'s value for one listener: ``listener.name.<listener>.<name>`` when set,
+        else the broker's."""
+        raw = self.per_listener.get(listener.lower(), {}).get(name)
+        return self[name] if raw is None else parse_value(BROKER_CONFIGS[name], raw)
 
     def source(self, name: str) -> str:
         return "static" if name in self.explicit else "default"
@@ -351,6 +401,9 @@ class BrokerConfig:
                     for d in BROKER_CONFIGS.values() if d.topic_name}
         defaults.update({d.name: d.default for d in TOPIC_ONLY_CONFIGS.values()})
         return defaults
+
+
+LISTENER_PREFIX = "listener.name."
 
 
 def _suggestion(name: str, broker: bool) -> str:

@@ -16,7 +16,7 @@ class ConfigSource:
 
 
 class ConfigType:
-    BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 1, 2, 3, 4, 5, 6, 7
+    BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 
 # Kafka's type where the rule of ``_config_type`` (".ms"/".bytes" are LONG) does not give it:
@@ -24,7 +24,8 @@ class ConfigType:
 # TransactionStateManagerConfig; compared with Kafka 4.1's DescribeConfigs v3 by
 # tests/differential).
 KAFKA_TYPES = {
-    **dict.fromkeys(("cleanup.policy", "log.cleanup.policy"), ConfigType.LIST),
+    **dict.fromkeys(("cleanup.policy", "log.cleanup.policy", "ssl.enabled.protocols"),
+                    ConfigType.LIST),
     **dict.fromkeys(("offsets.topic.replication.factor",
                      "transaction.state.log.replication.factor"), ConfigType.SHORT),
     **dict.fromkeys((
@@ -46,14 +47,18 @@ KAFKA_TYPES = {
 @dataclass(frozen=True)
 class ConfigEntry:
     name: str
-    value: str
+    value: str | None
     source: int
     config_type: int
     doc: str
-    synonyms: tuple[tuple[str, str, int], ...] = ()  # (name, value, source), most specific first
+    # (name, value, source), most specific first
+    synonyms: tuple[tuple[str, str | None, int], ...] = ()
+    sensitive: bool = False  # its value and its synonyms' values are None
 
 
 def _config_type(definition: ConfigDef) -> int:
+    if definition.sensitive:
+        return ConfigType.PASSWORD
     if definition.name in KAFKA_TYPES:
         return KAFKA_TYPES[definition.name]
     if definition.parse is _bool:
@@ -66,11 +71,13 @@ def _config_type(definition: ConfigDef) -> int:
 def describe_broker_configs(config: BrokerConfig) -> list[ConfigEntry]:
     entries = []
     for name, definition in sorted(BROKER_CONFIGS.items()):
-        raw = config.explicit.get(name, definition.default)
+        raw: str | None = config.explicit.get(name, definition.default)
+        if definition.sensitive:
+            raw = None  # as Kafka: a secret is never sent back
         source = (ConfigSource.STATIC_BROKER_CONFIG if name in config.explicit
                   else ConfigSource.DEFAULT_CONFIG)
         entries.append(ConfigEntry(name, raw, source, _config_type(definition), definition.doc,
-                                   ((name, raw, source),)))
+                                   ((name, raw, source),), definition.sensitive))
     return entries
 
 

@@ -17,6 +17,8 @@
   Kafka (KRaft, one node or N), from jars Maven fetches once, behind the same wire proxy;
   ``python -m oncelog.testing.fetch_apache_kafka`` fetches them ahead (``make setup`` does).
 - ``cluster()``: ZooKeeper (one, or an ensemble) and N brokers (``oncelog.testing.cluster``).
+- ``CertificateAuthority`` (``oncelog.testing.certificates``): a throwaway authority and the
+  PEM files Kafka's ``ssl.*`` settings name, for tests of TLS listeners.
 - ``local_spark_session()`` and ``SparkDriver`` (``oncelog.testing.spark``): a local
   SparkSession with the ``oncelog`` source, and a streaming job run as a process group.
 - The pytest plugin (``oncelog.testing.plugin``, registered as ``oncelog`` through the

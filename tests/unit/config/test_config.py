@@ -112,10 +112,22 @@ def test_a_name_neither_oncelog_nor_kafka_knows_is_refused_with_the_closest(name
 
 
 def test_kafkas_per_listener_and_security_settings_are_ignored_not_refused():
-    names = ["listener.name.internal.ssl.keystore.location", "ssl.keystore.password",
-             "sasl.enabled.mechanisms", "zookeeper.ssl.client.enable", "process.roles",
+    names = ["listener.name.internal.ssl.cipher.suites", "sasl.enabled.mechanisms",
+             "zookeeper.ssl.client.enable", "process.roles",
              "remote.log.storage.manager.class.name"]
     assert BrokerConfig({name: "x" for name in names}).ignored == names
+
+
+def test_a_per_listener_setting_of_oncelogs_is_kept_for_its_listener_and_checked():
+    config = BrokerConfig({"listener.name.EXTERNAL.ssl.client.auth": "required",
+                           "ssl.keystore.location": "/k.pem"})
+    assert config.for_listener("external", "ssl.client.auth") == "required"
+    assert config.for_listener("INTERNAL", "ssl.client.auth") == "none"
+    assert config.for_listener("EXTERNAL", "ssl.keystore.location") == "/k.pem"
+    assert config.ignored == []
+    with pytest.raises(ConfigError, match=r"listener\.name\.x\.ssl\.client\.auth='maybe' is "
+                       "invalid: expected one of none, requested, required"):
+        BrokerConfig({"listener.name.x.ssl.client.auth": "maybe"})
 
 
 def test_precise_spelling_wins_over_alias():

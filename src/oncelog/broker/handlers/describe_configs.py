@@ -62,7 +62,7 @@ def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigE
 def _entry(entry: ConfigEntry, synonyms: bool, documentation: bool, read_only: bool) -> Entry:
     return Entry(name=entry.name, value=entry.value, read_only=read_only,
                  config_source=entry.source,
-                 is_sensitive=False,
+                 is_sensitive=entry.sensitive,
                  synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in entry.synonyms]
                  if synonyms else [],
                  config_type=entry.config_type,
