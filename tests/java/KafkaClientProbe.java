@@ -35,6 +35,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * Kafka client configs passed through unchanged ({@code acks=all},
  * {@code transactional.id=app}, {@code isolation.level=read_committed}); keys without one
  * are the probe's own options. Producers and consumers get names, so later steps use them.
+ * A value's spaces are written {@code %20} (a JAAS line: {@code sasl.jaas.config=...%20required...}).
  *
  * <pre>
  * create    topics=a,b [partitions=1]                    Admin.createTopics
@@ -111,7 +112,7 @@ public final class KafkaClientProbe {
                 throw new UsageError("expected key=value in step '" + step + "': " + word);
             }
             String key = word.substring(0, equals);
-            String value = word.substring(equals + 1);
+            String value = word.substring(equals + 1).replace("%20", " ");
             if (key.contains(".")) {
                 configs.setProperty(key, value);
             } else {

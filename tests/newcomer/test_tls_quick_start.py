@@ -1,6 +1,7 @@
-"""docs/security.md's quick start, line by line as written, in an empty folder: a certificate
+"""docs/security.md's quick starts, line by line as written, in an empty folder: a certificate
 authority and a broker certificate made with ``openssl``, a broker with one SSL listener, and
-``kcat -L`` over TLS trusting the authority."""
+``kcat -L`` over TLS trusting the authority; a SCRAM user made with ``oncelog users add``, a
+broker with a SASL_PLAINTEXT listener, and ``kcat -L`` logged in as that user."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ import pytest
 from .conftest import ROOT
 
 
-def _blocks() -> list[list[str]]:
+def _blocks(title: str = "a TLS listener") -> list[list[str]]:
     text = (ROOT / "docs" / "security.md").read_text()
-    section = text.split("## Quick start: a TLS listener", 1)[1].split("\n## ", 1)[0]
+    section = text.split(f"## Quick start: {title}", 1)[1].split("\n## ", 1)[0]
     return [block.strip().splitlines() for block in re.findall(r"```sh\n(.*?)```", section,
                                                                re.S)]
 
@@ -33,18 +34,41 @@ def test_the_tls_quick_start_runs_as_written(user):
         assert done.returncode == 0, (line, done)
     log = user.folder.parent / "broker.log"
     broker = user.start(broker_line, output=log)
-    deadline = time.monotonic() + 60
-    while True:
-        assert broker.poll() is None, log.read_text()
-        try:
-            socket.create_connection(("127.0.0.1", 9443), timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+    _wait_for(broker, 9443, log)
     [kcat_line] = client
     listed = user.run(kcat_line)
     assert listed.returncode == 0, listed
     assert "1 brokers:" in listed.stdout and "127.0.0.1:9443" in listed.stdout, listed.stdout
     plain = user.run("kcat -b 127.0.0.1:9443 -L -m 3")
     assert plain.returncode != 0, "a PLAINTEXT client got metadata from the SSL listener"
+
+
+def _wait_for(broker, port: int, log) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        assert broker.poll() is None, log.read_text()
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_sasl_quick_start_runs_as_written(user):
+    setup, client = _blocks("SASL/SCRAM")
+    adding, broker_line = setup
+    added = user.run(adding)
+    assert added.returncode == 0 and "alice" in added.stdout, added
+    assert "alice-secret" not in (user.folder / "scram-data" / "scram-credentials.json"
+                                  ).read_text()
+    log = user.folder.parent / "sasl-broker.log"
+    broker = user.start(broker_line, output=log)
+    _wait_for(broker, 9444, log)
+    [kcat_line] = client
+    listed = user.run(kcat_line)
+    assert listed.returncode == 0 and "127.0.0.1:9444" in listed.stdout, listed
+    wrong = user.run(kcat_line.replace("alice-secret", "not-it") + " -m 3")
+    assert wrong.returncode != 0, "a wrong password got metadata"

@@ -35,12 +35,14 @@ from typing import TYPE_CHECKING
 from ..config import BrokerConfig, ConfigError
 from ..controller.metadata_store import LocalMetadataStore
 from ..controller.live_brokers import LiveBrokers
-from ..controller.store import (BrokerRegistration, Endpoint, MetadataStore, NodeIdInUse,
-                                StoreCalls, StoreUnavailable)
+from ..controller.store import (BrokerRegistration, Endpoint, MetadataChange, MetadataEvent,
+                                MetadataStore, NodeIdInUse, StoreCalls, StoreUnavailable)
 from ..coordinator.leadership import CoordinatorLeadership
 from ..net.client import CLIENT_ID
 from ..partition import LeadershipLease, PartitionManager
 from ..security.principal import PrincipalMapper
+from ..security.credentials import Credentials
+from ..security.sasl import SaslServer, sasl_mechanisms
 from ..security.tls import server_context, watch_handshakes
 from .limits import limits_for
 from .listeners import parse_listeners
@@ -72,7 +74,19 @@ class Broker:
         self._tls: dict[str, tuple[ssl.SSLContext, PrincipalMapper]] = {
             e.listener: (server_context(config, e.listener), PrincipalMapper(
                 config.for_listener(e.listener, "ssl.principal.mapping.rules")))
-            for e in self.listeners.bound if e.security_protocol == "SSL"}
+            for e in self.listeners.bound if e.security_protocol in ("SSL", "SASL_SSL")}
+        # each SASL listener's mechanisms; every SASL connection checks the same credentials
+        self._sasl: dict[str, tuple[str, ...]] = {
+            e.listener: sasl_mechanisms(config, e.listener)
+            for e in self.listeners.bound if e.security_protocol.startswith("SASL_")}
+        self.credentials = Credentials()
+        if self.cluster_mode_configured(config):
+            inter = self.listeners.advertised_endpoint(self.listeners.inter_broker)
+            if inter.security_protocol != "PLAINTEXT":
+                raise ConfigError(f"inter.broker.listener.name {inter.listener} is "
+                                  f"{inter.security_protocol}: brokers of a cluster reach each "
+                                  "other over PLAINTEXT only so far; add a PLAINTEXT listener "
+                                  "for them (on an address only they reach)")
         self.data_dir = config.data_dir
         # the cluster id and (when configured as 0) advertised ports are filled in by run()
         self.identity = ClusterIdentity(bool(config["zookeeper.connect"]),
@@ -118,6 +132,10 @@ class Broker:
         self.membership: ClusterMembership | None = None  # in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
+
+    @staticmethod
+    def cluster_mode_configured(config: BrokerConfig) -> bool:
+        return bool(config["zookeeper.connect"])
 
     @property
     def cluster_id(self) -> str:
@@ -268,11 +286,14 @@ class Broker:
 
     async def _listen(self, loop: asyncio.AbstractEventLoop) -> None:
         """Bind every listener (not yet accepting in cluster mode); fill in ports given as 0."""
+        if self._sasl:
+            await self._load_credentials(loop)
         for endpoint in self.listeners.bound:
-            if endpoint.security_protocol.startswith("SASL_"):
-                raise ConfigError(f"listener {endpoint.listener}: security protocol "
-                                  f"{endpoint.security_protocol} is not served yet")
             context, principals = self._tls.get(endpoint.listener, (None, None))
+            mechanisms = self._sasl.get(endpoint.listener)
+            sasl = None if mechanisms is None else functools.partial(
+                SaslServer, mechanisms, self.credentials,
+                self.config.for_listener(endpoint.listener, "connections.max.reauth.ms"))
             handshake_s = limits_for(self, loop.call_soon).read_timeout_ms / 1000
             if context is not None:
                 watch_handshakes(context, functools.partial(self._tls_refused, endpoint),
@@ -280,7 +301,7 @@ class Broker:
             try:
                 server = await loop.create_server(
                     functools.partial(Connection, self, endpoint.listener, context is not None,
-                                      principals),
+                                      None if sasl else principals, sasl),
                     endpoint.host, endpoint.port, reuse_address=True, backlog=1024,
                     ssl=context, ssl_handshake_timeout=handshake_s if context else None,
                     start_serving=not self.cluster_mode)
@@ -297,6 +318,29 @@ class Broker:
                 self.listeners = self.listeners.with_port(
                     endpoint.listener, server.sockets[0].getsockname()[1])
         self.identity.endpoints = self.listeners.advertised
+
+    async def _load_credentials(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the store's SCRAM credentials, and again whenever they change (in a cluster,
+        another broker or an administrator may change them)."""
+        self.credentials.replace(await asyncio.to_thread(self.store.scram_credentials))
+
+        def changed(event: MetadataEvent) -> None:  # the store's thread
+            if event.change in (MetadataChange.USERS, MetadataChange.WATCHES_RESET,
+                                MetadataChange.SESSION_RESTORED):
+                loop.call_soon_threadsafe(self._reread_credentials)
+
+        self.store.watch(changed)
+        await asyncio.to_thread(self.store.watch_users)
+
+    def _reread_credentials(self) -> None:
+        async def reread() -> None:
+            try:
+                self.credentials.replace(await self.store_calls(self.store.scram_credentials))
+            except StoreUnavailable as error:
+                log.warning("cannot read the users' SCRAM credentials: %s", error)
+        task = asyncio.get_running_loop().create_task(reread())
+        self.finishing_requests.add(task)
+        task.add_done_callback(self.finishing_requests.discard)
 
     def _tls_refused(self, endpoint: Endpoint, reason: str) -> None:
         """A TLS handshake on ``endpoint`` failed: one line per listener and interval."""

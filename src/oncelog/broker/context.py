@@ -19,3 +19,5 @@ class RequestContext:
     services: BrokerServices
     # the listener the request came in on: a client is told the endpoints of that listener
     listener: str
+    # who sent it: "User:NAME" as SASL or a client certificate said, else "User:ANONYMOUS"
+    principal: str = "User:ANONYMOUS"

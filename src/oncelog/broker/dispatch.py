@@ -21,6 +21,7 @@ from .handlers import describe_producers, init_producer_id  # idempotent produce
 from .handlers import (add_offsets_to_txn, add_partitions_to_txn,  # transactions
                        describe_transactions, end_txn, list_transactions, txn_offset_commit,
                        write_txn_markers)
+from .handlers import sasl_authenticate, sasl_handshake  # answered by the connection's SASL
 from .handlers import (delete_groups, describe_groups, find_coordinator, heartbeat,  # groups
                        join_group, leave_group, list_groups, offset_commit, offset_delete,
                        offset_fetch, sync_group)
@@ -34,7 +35,7 @@ HANDLERS = {module.API_KEY: module for module in (
     find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit,
     offset_fetch, list_groups, describe_groups, delete_groups, offset_delete,
     add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, txn_offset_commit,
-    describe_transactions, list_transactions,
+    describe_transactions, list_transactions, sasl_handshake, sasl_authenticate,
 )}
 
 

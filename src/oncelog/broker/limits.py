@@ -221,6 +221,7 @@ class ConnectionLimits:
     rejections: RateLimitedLog
     idle_ms: int
     read_timeout_ms: int
+    failed_authentication_delay_ms: int = 100
 
     @classmethod
     def from_config(cls, config, call_soon=None) -> ConnectionLimits:
@@ -232,6 +233,7 @@ class ConnectionLimits:
                                       config["connections.rejected.log.interval.ms"] / 1000),
             idle_ms=config["connections.max.idle.ms"],
             read_timeout_ms=config["socket.request.read.timeout.ms"],
+            failed_authentication_delay_ms=config["connection.failed.authentication.delay.ms"],
         )
 
 

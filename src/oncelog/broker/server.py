@@ -45,12 +45,15 @@ import logging
 import os
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from ..protocol import messages
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ErrorCode, KafkaError
 from ..security.principal import ANONYMOUS, NoMatchingRule, PrincipalMapper, distinguished_name
+from ..security.sasl import SaslServer
+from ..security.scram import AuthenticationFailed
 from ..storage import FileRegion
 from .context import RequestContext
 from .dispatch import HANDLERS, dispatch
@@ -117,13 +120,18 @@ class Connection(asyncio.BufferedProtocol):
     SHRINK_AFTER_S = 0.05
 
     def __init__(self, broker: Broker, listener: str = "PLAINTEXT", tls: bool = False,
-                 principals: PrincipalMapper | None = None) -> None:
+                 principals: PrincipalMapper | None = None,
+                 sasl: Callable[[], SaslServer] | None = None) -> None:
         self.broker = broker  # its connections, write waiter and limits; never handed on
         self.listener = listener  # the name of the listener it came in on
         # on an SSL or SASL_SSL listener: made once the TLS handshake is done (the event
         # loop runs it), and responses cannot be sent with sendfile
         self.tls = tls
         self.principals = principals  # a client certificate's name -> its principal
+        # on a SASL listener: this connection's authentication (nothing but ApiVersions and
+        # the SASL exchange is served before it)
+        self.sasl = sasl() if sasl is not None else None
+        self.sasl_failed = False
         self.principal = ANONYMOUS  # who the client is, once known
         self.services = broker.services  # what the handlers are given
         self.loop = asyncio.get_running_loop()
@@ -409,6 +417,12 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.close()
 
     def _handle_frame(self, frame: memoryview) -> None:
+        if self.sasl is not None and self.sasl.raw_tokens:
+            # after a SaslHandshake v0: the frame is a bare token of the exchange
+            task = self.loop.create_task(self._sasl_raw_token(bytes(frame)))
+            self._enqueue(task, ApiKey.SASL_AUTHENTICATE, True, self._charge(len(frame)),
+                          None)
+            return
         try:
             header = messages.decode_request_header(frame)
         except KafkaError as error:
@@ -418,6 +432,11 @@ class Connection(asyncio.BufferedProtocol):
             self.close("unreadable request", f"unknown API key {header.api_key}")
             return
         api_key = ApiKey(header.api_key)
+        sasl_exchange = False
+        if self.sasl is not None:
+            sasl_exchange = self._sasl_route(api_key)
+            if self.closed:
+                return
         handler = HANDLERS[api_key]
         if header.api_version not in handler.VERSIONS:
             if api_key is ApiKey.API_VERSIONS:
@@ -439,15 +458,20 @@ class Connection(asyncio.BufferedProtocol):
             return
         charge = self._charge(len(frame) * DECODED_COST_FACTOR)
         self.client_id = header.client_id
+        principal = self.sasl.principal if self.sasl is not None else self.principal
         ctx = RequestContext(api_key, header.api_version, header.correlation_id,
-                             header.client_id, self.peer, self.services, self.listener)
+                             header.client_id, self.peer, self.services, self.listener,
+                             principal or ANONYMOUS)
         expects = request.expect_response()
         written = None
         after = None
         if api_key is ApiKey.FETCH:
             after, written = self.fetch_written, self.loop.create_future()
             self.fetch_written = written
-        task = self.loop.create_task(self._run(ctx, header, request, expects, after))
+        if sasl_exchange:
+            task = self.loop.create_task(self._sasl_exchange(header, request))
+        else:
+            task = self.loop.create_task(self._run(ctx, header, request, expects, after))
         if api_key not in ABANDONED_WITH_CONNECTION:
             self.broker.finishing_requests.add(task)
             task.add_done_callback(functools.partial(_finished, self.broker.finishing_requests))
@@ -476,6 +500,79 @@ class Connection(asyncio.BufferedProtocol):
             return response
         parts = messages.encode_response(header.api_key, header.api_version,
                                          header.correlation_id, response)
+        self._charge(_size(parts))
+        return parts
+
+    # -- SASL ------------------------------------------------------------------------------
+
+    def _sasl_route(self, api_key: ApiKey) -> bool:
+        """Whether this request is the SASL exchange's (answered by ``_sasl_exchange``);
+        closes the connection for a request not allowed in its state (ILLEGAL_SASL_STATE,
+        as Kafka). Other SASL requests go to their handlers, which answer
+        ILLEGAL_SASL_STATE."""
+        sasl = self.sasl
+        assert sasl is not None
+        if api_key is ApiKey.API_VERSIONS:
+            return False
+        if api_key is ApiKey.SASL_HANDSHAKE:
+            return not sasl.authenticated or bool(sasl.reauth_ms)
+        if api_key is ApiKey.SASL_AUTHENTICATE and sasl.exchanging:
+            return True
+        if not sasl.authenticated:
+            self.close("SASL state", f"{api_key.name} before SASL authentication "
+                       "(ILLEGAL_SASL_STATE)")
+        elif sasl.expired():
+            self.close("SASL expired", "its SASL session ended (connections.max.reauth.ms) "
+                       f"and {api_key.name} came instead of a re-authentication", quiet=True)
+        return False
+
+    async def _sasl_exchange(self, header, request) -> tuple:
+        """Answer SaslHandshake or SaslAuthenticate with this connection's ``SaslServer``."""
+        sasl = self.sasl
+        assert sasl is not None
+        response: messages.ApiMessage
+        if header.api_key == ApiKey.SASL_HANDSHAKE:
+            mechanism = str(request.mechanism)
+            ok = sasl.handshake(mechanism, raw_tokens=header.api_version == 0)
+            response = messages.SaslHandshakeResponse(
+                error_code=ErrorCode.NONE if ok else ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                mechanisms=list(sasl.mechanisms))
+        else:
+            try:
+                token, _done = await sasl.authenticate(messages.as_bytes(request.auth_bytes))
+            except AuthenticationFailed as failure:
+                self.sasl_failed = True
+                await asyncio.sleep(self.limits.failed_authentication_delay_ms / 1000)
+                self.limits.rejections.warning(
+                    "SASL authentication", self.ip, "closing connection from %s: SASL %s "
+                    "authentication failed: %s", self.peer, sasl.mechanism, failure)
+                response = messages.SaslAuthenticateResponse(
+                    error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(failure),
+                    auth_bytes=b"", session_lifetime_ms=0)
+            else:
+                response = messages.SaslAuthenticateResponse(
+                    error_code=ErrorCode.NONE, error_message=None, auth_bytes=token,
+                    session_lifetime_ms=sasl.session_lifetime_ms() if _done else 0)
+        parts = messages.encode_response(header.api_key, header.api_version,
+                                         header.correlation_id, response)
+        self._charge(_size(parts))
+        return parts
+
+    async def _sasl_raw_token(self, token: bytes) -> tuple:
+        """One bare token after a SaslHandshake v0, answered bare (Kafka's v0 framing); a
+        failure closes the connection without an answer, as Kafka's does."""
+        sasl = self.sasl
+        assert sasl is not None
+        try:
+            answer, _done = await sasl.authenticate(token)
+        except AuthenticationFailed as failure:
+            self.sasl_failed = True
+            await asyncio.sleep(self.limits.failed_authentication_delay_ms / 1000)
+            self.limits.rejections.warning(
+                "SASL authentication", self.ip, "closing connection from %s: SASL %s "
+                "authentication failed: %s", self.peer, sasl.mechanism, failure)
+            return ()
+        parts = (_SIZE.pack(len(answer)) + answer,)
         self._charge(_size(parts))
         return parts
 
@@ -513,6 +610,10 @@ class Connection(asyncio.BufferedProtocol):
                     else:
                         self.transport.write(part)
                 self.last_activity = self.loop.time()
+                if api_key is ApiKey.SASL_AUTHENTICATE and self.sasl_failed:
+                    self.closed = True  # logged by _sasl_exchange; the answer goes first
+                    self.transport.close()
+                    return
                 self._uncharge(charge + _size(result))
                 self._recharge_writes()
                 if written is not None and not written.done():

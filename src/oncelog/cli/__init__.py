@@ -5,7 +5,8 @@
 ``transactions`` (``cli/transactions.py``) and ``producers`` (``cli/producers.py``) are
 kcat-like clients over confluent-kafka that work against any Kafka-protocol broker;
 ``cluster`` (``cli/cluster.py``), ``pipeline`` (``cli/pipeline.py``) and ``verify``
-(``cli/verify.py``) start processes of their own. Shared option and error helpers are in
+(``cli/verify.py``) start processes of their own; ``users`` (``cli/users.py``) writes SCRAM
+credentials into a metadata store. Shared option and error helpers are in
 ``cli/common.py``. Every client command takes ``--bootstrap HOST:PORT`` (default
 127.0.0.1:9092). Errors are one sentence on stderr and a non-zero exit, never a traceback.
 """
@@ -134,6 +135,7 @@ def _register_commands() -> None:
     from . import verify  # noqa: F401
     from . import cluster  # noqa: F401
     from . import transactions  # noqa: F401
+    from . import users  # noqa: F401
 
 
 _register_commands()

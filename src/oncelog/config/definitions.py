@@ -124,6 +124,16 @@ BROKER_CONFIGS = {d.name: d for d in (
     ConfigDef("ssl.principal.mapping.rules", _str, "DEFAULT",
               "How a client certificate's distinguished name becomes a principal: "
               "RULE:pattern/replacement/[LU], ..., DEFAULT."),
+    # SASL (SASL_PLAINTEXT and SASL_SSL listeners; per listener too)
+    ConfigDef("sasl.enabled.mechanisms", _str, "SCRAM-SHA-256,SCRAM-SHA-512",
+              "The SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, "
+              "SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served)."),
+    ConfigDef("connections.max.reauth.ms", _int, "0",
+              "KIP-368: a SASL session's lifetime, after which the client authenticates "
+              "again on its connection (0: sessions do not end).", minimum=0),
+    ConfigDef("connection.failed.authentication.delay.ms", _int, "100",
+              "How long a failed authentication waits before its answer and the "
+              "connection's close.", minimum=0),
     ConfigDef("ssl.endpoint.identification.algorithm", _str, "https",
               "https: a broker connecting to another checks the host name in its "
               "certificate; empty: it does not."),

@@ -28,6 +28,8 @@ from .store import (BrokerRegistration, MetadataEvent, MetadataStore, NodeIdInUs
 __all__ = ["LocalMetadataStore", "TopicRecord", "new_topic_id"]
 
 PRODUCER_IDS_DOCUMENT = "producer-ids.json"
+# SCRAM credentials (salted, never passwords), readable by the broker's user only
+USERS_DOCUMENT = "scram-credentials.json"
 
 
 class LocalMetadataStore(MetadataStore):
@@ -157,6 +159,31 @@ class LocalMetadataStore(MetadataStore):
             return start
 
     # -- watching and closing ------------------------------------------------------------
+
+    def scram_credentials(self) -> dict[str, dict[str, str]]:
+        path = self.data_dir / USERS_DOCUMENT
+        with self._lock:
+            if not path.exists():
+                return {}
+            users = json.loads(path.read_text()).get("users", {})
+            return {user: dict(mechanisms) for user, mechanisms in users.items()}
+
+    def alter_scram_credential(self, user: str, mechanism: str, credential: str | None
+                               ) -> None:
+        users = self.scram_credentials()
+        with self._lock:
+            if credential is None:
+                users.get(user, {}).pop(mechanism, None)
+                if not users.get(user):
+                    users.pop(user, None)
+            else:
+                users.setdefault(user, {})[mechanism] = credential
+            path = self.data_dir / USERS_DOCUMENT
+            if not path.exists():
+                path.touch(mode=0o600)
+            self._write_atomically(path, json.dumps({"version": 1, "users": users}, indent=1,
+                                                    sort_keys=True))
+            path.chmod(0o600)
 
     def watch(self, listener: Callable[[MetadataEvent], None]) -> None:
         """Nothing changes here but through this broker, which knows what it changed."""

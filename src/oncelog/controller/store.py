@@ -150,6 +150,7 @@ class MetadataChange(Enum):
     SESSION_RESTORED = "session_restored"  # connected again (new session); re-register
     WATCHES_RESET = "watches_reset"  # connected again: changes may have been missed, and
                                      # watches set by reads must be set again: read everything
+    USERS = "users"                # a user's SCRAM credentials changed (watch_users)
 
 
 @dataclass(frozen=True)
@@ -338,7 +339,23 @@ class MetadataStore(abc.ABC):
         """Reserve ``size`` consecutive producer ids, unique cluster-wide, for ever; returns
         the first one."""
 
-    # -- watching and closing ------------------------------------------------------------
+    # -- users (SCRAM credentials) --------------------------------------------------------
+
+    def scram_credentials(self) -> dict[str, dict[str, str]]:
+        """Every user's SCRAM credentials as Kafka writes them: user -> mechanism ->
+        ``salt=...,stored_key=...,server_key=...,iterations=N``. Never a password."""
+        return {}
+
+    def alter_scram_credential(self, user: str, mechanism: str, credential: str | None
+                               ) -> None:
+        """Set (or, with None, delete) one user's credential for one mechanism."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no SCRAM credentials")
+
+    def watch_users(self) -> None:
+        """From now on, report USERS to the watch listeners whenever a credential changes
+        (a store only one process writes reports nothing: it knows)."""
+        return None
+
 
     @abc.abstractmethod
     def watch(self, listener: Callable[[MetadataEvent], None]) -> None:

@@ -89,11 +89,14 @@ CLUSTER_ID_PATH = "/cluster/id"
 BROKER_IDS_PATH = "/brokers/ids"
 TOPICS_PATH = "/brokers/topics"
 CONFIG_TOPICS_PATH = "/config/topics"
+# /config/users/<user>: {"version":1,"config":{"SCRAM-SHA-512":"salt=...",...}}, as Kafka;
+# each change also sets /config/users' own data, so that one watch sees every change
+CONFIG_USERS_PATH = "/config/users"
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 
-PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH)
+PERSISTENT_PATHS = (BROKER_IDS_PATH, TOPICS_PATH, CONFIG_TOPICS_PATH, CONFIG_USERS_PATH)
 
 DEFAULT_SESSION_TIMEOUT_MS = 18_000  # Kafka's zookeeper.session.timeout.ms
 
@@ -383,6 +386,51 @@ class ZooKeeperMetadataStore(MetadataStore):
             else:
                 log.info("connection to ZooKeeper restored; the session lives on")
                 self._notify(MetadataChange.WATCHES_RESET)
+
+    def scram_credentials(self) -> dict[str, dict[str, str]]:
+        users: dict[str, dict[str, str]] = {}
+        for user in self._request(self.client.get_children_async, CONFIG_USERS_PATH):
+            try:
+                data, _stat = self._request(self.client.get_async, f"{CONFIG_USERS_PATH}/{user}")
+            except NoNodeError:
+                continue
+            config = (json.loads(data) if data else {}).get("config", {})
+            scram = {m: v for m, v in config.items() if m.startswith("SCRAM-")}
+            if scram:
+                users[user] = scram
+        return users
+
+    def alter_scram_credential(self, user: str, mechanism: str, credential: str | None
+                               ) -> None:
+        path = f"{CONFIG_USERS_PATH}/{user}"
+        while True:
+            try:
+                data, stat = self._request(self.client.get_async, path)
+            except NoNodeError:
+                if credential is None:
+                    return
+                try:
+                    self._request(self.client.create_async, path, _json(
+                        {"version": 1, "config": {mechanism: credential}}))
+                    break
+                except NodeExistsError:
+                    continue
+            document: dict[str, Any] = json.loads(data) if data else {"version": 1}
+            config: dict[str, str] = document.setdefault("config", {})
+            if credential is None:
+                config.pop(mechanism, None)
+            else:
+                config[mechanism] = credential
+            try:
+                self._request(self.client.set_async, path, _json(document), stat.version)
+                break
+            except BadVersionError:
+                continue  # changed meanwhile: apply ours to what is there now
+        self._request(self.client.set_async, CONFIG_USERS_PATH, str(_now_ms()).encode())
+
+    def watch_users(self) -> None:
+        self._watch_data(CONFIG_USERS_PATH, MetadataChange.USERS)
+        self._watch_children(CONFIG_USERS_PATH, MetadataChange.USERS)
 
     def _watch_children(self, path: str, change: MetadataChange) -> None:
         ChildrenWatch(self.client, path, self._notifier(change))

@@ -82,6 +82,8 @@ with warnings.catch_warnings():
                                          InitProducerIdResponse, ProduceRequest, ProduceResponse,
                                          TxnOffsetCommitRequest, TxnOffsetCommitResponse,
                                          WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+    from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse,
+                                     SaslHandshakeRequest, SaslHandshakeResponse)
     from kafka.protocol.api_data import ApiData
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.schemas.fields.codegen import CodegenContext
@@ -149,6 +151,10 @@ __all__ = [
     "TxnOffsetCommitResponse",
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
     "ApiMessage", "RequestHeader", "decode_request_header", "decode_request", "encode_response",
     "as_bytes", "build", "builder",
 ]
@@ -157,6 +163,8 @@ __all__ = [
 # (and advertised) is decided by the handler table in ``broker.dispatch``.
 _PAIRS = (
     (ProduceRequest, ProduceResponse),
+    (SaslHandshakeRequest, SaslHandshakeResponse),
+    (SaslAuthenticateRequest, SaslAuthenticateResponse),
     (FetchRequest, FetchResponse),
     (ListOffsetsRequest, ListOffsetsResponse),
     (MetadataRequest, MetadataResponse),

@@ -112,7 +112,7 @@ def test_a_name_neither_oncelog_nor_kafka_knows_is_refused_with_the_closest(name
 
 
 def test_kafkas_per_listener_and_security_settings_are_ignored_not_refused():
-    names = ["listener.name.internal.ssl.cipher.suites", "sasl.enabled.mechanisms",
+    names = ["listener.name.internal.ssl.cipher.suites", "sasl.kerberos.service.name",
              "zookeeper.ssl.client.enable", "process.roles",
              "remote.log.storage.manager.class.name"]
     assert BrokerConfig({name: "x" for name in names}).ignored == names

@@ -503,6 +503,22 @@ def _list_transactions(v):
     return request, check
 
 
+def _sasl_handshake(v):
+    request = messages.SaslHandshakeRequest(mechanism="SCRAM-SHA-512")
+
+    def check(d):
+        assert d.mechanism == "SCRAM-SHA-512"
+    return request, check
+
+
+def _sasl_authenticate(v):
+    request = messages.SaslAuthenticateRequest(auth_bytes=b"n,,n=alice,r=abc")
+
+    def check(d):
+        assert bytes(d.auth_bytes) == b"n,,n=alice,r=abc"
+    return request, check
+
+
 # Consumer groups
 SAMPLES = {
     ApiKey.FIND_COORDINATOR: _find_coordinator, ApiKey.JOIN_GROUP: _join_group,
@@ -532,6 +548,7 @@ SAMPLES |= {
     ApiKey.CREATE_TOPICS: _create_topics, ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.DESCRIBE_CONFIGS: _describe_configs, ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+    ApiKey.SASL_HANDSHAKE: _sasl_handshake, ApiKey.SASL_AUTHENTICATE: _sasl_authenticate,
 }
 
 SERVED = [pytest.param(key, version, id=f"{ApiKey(key).name}-v{version}")
