@@ -8,6 +8,13 @@ from oncelog.broker.process import free_port
 from oncelog.testing.certificates import CertificateAuthority
 
 
+@pytest.fixture(scope="session")
+def java_probe(tmp_path_factory):
+    """The Java client's probe (tests/integration/java_client.py), compiled once."""
+    from tests.integration.java_client import JavaProbe
+    return JavaProbe.compile(tmp_path_factory.mktemp("java-probe"))
+
+
 @pytest.fixture
 def ca(tmp_path) -> CertificateAuthority:
     return CertificateAuthority(tmp_path / "tls")

@@ -119,11 +119,9 @@ def test_kafka_python_aiokafka_and_kcat_over_sasl(sasl_broker, ca):
 
 
 @pytest.mark.slow
-def test_the_java_client_over_sasl_ssl_with_scram(sasl_broker, ca, tmp_path):
-    from tests.integration.java_client import JavaProbe
-
+def test_the_java_client_over_sasl_ssl_with_scram(sasl_broker, ca, java_probe):
     broker = sasl_broker()
-    probe = JavaProbe.compile(tmp_path / "classes")
+    probe = java_probe
     jaas = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="alice" password="{PASSWORDS["alice"]}";')
     # KafkaClientProbe splits its words on spaces: the JAAS line's are written %20

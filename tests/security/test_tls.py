@@ -119,11 +119,9 @@ def test_kcat_over_tls(tls_broker, ca):
 
 
 @pytest.mark.slow
-def test_the_java_client_over_tls_with_a_pem_truststore(tls_broker, ca, tmp_path):
-    from tests.integration.java_client import JavaProbe
-
+def test_the_java_client_over_tls_with_a_pem_truststore(tls_broker, ca, java_probe):
     broker = tls_broker()
-    probe = JavaProbe.compile(tmp_path / "classes")
+    probe = java_probe
     tls = ("security.protocol=SSL ssl.truststore.type=PEM "
            f"ssl.truststore.location={ca.certificate}")
     run = probe.run(broker.bootstrap,
