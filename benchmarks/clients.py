@@ -120,10 +120,12 @@ def _consumer(bootstrap: str, extra: dict | None = None, defaults: bool = False)
                             **(extra or {})}))
 
 
-def consume(bootstrap: str, topic: str, batch: int = 10_000, defaults: bool = False) -> dict:
+def consume(bootstrap: str, topic: str, batch: int = 10_000, defaults: bool = False,
+            extra: dict | None = None) -> dict:
     """Read partition 0 from its beginning to the high watermark; time assign to the last
-    offset received. Fetch settings are librdkafka's defaults."""
-    consumer = _consumer(bootstrap, defaults=defaults)
+    offset received. Fetch settings are librdkafka's defaults; ``extra`` adds client
+    settings (a security protocol's)."""
+    consumer = _consumer(bootstrap, extra=extra, defaults=defaults)
     partition = TopicPartition(topic, 0, OFFSET_BEGINNING)
     low, high = consumer.get_watermark_offsets(partition, timeout=30)
     expected = high - low
