@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.protocol import messages
@@ -346,3 +346,45 @@ def test_a_sasl_listener_with_a_mechanism_oncelog_does_not_serve_stops_the_broke
     assert result.stderr.strip() == (
         "oncelog: listener SASL_PLAINTEXT: sasl.enabled.mechanisms GSSAPI: oncelog serves "
         "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (not GSSAPI)")
+
+
+def test_an_admin_client_adds_describes_and_deletes_users_that_then_log_in(sasl_broker, ca):
+    """DescribeUserScramCredentials and AlterUserScramCredentials through confluent-kafka's
+    AdminClient (which salts the password itself), on the running broker."""
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+
+    broker = sasl_broker()
+    admin = AdminClient(_confluent(broker, ca, "alice", "SCRAM-SHA-512"))
+    described = admin.describe_user_scram_credentials()
+    assert {user: sorted((i.mechanism, i.iterations)
+                         for i in description.scram_credential_infos)
+            for user, description in described.result(15).items()} == {
+        "alice": [(ScramMechanism.SCRAM_SHA_512, 4096)],
+        "bob": [(ScramMechanism.SCRAM_SHA_256, 4096)]}
+    altered = admin.alter_user_scram_credentials([
+        UserScramCredentialUpsertion("carol", ScramCredentialInfo(
+            ScramMechanism.SCRAM_SHA_256, 8192), b"carol-secret"),
+        UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256)])
+    for future in altered.values():
+        future.result(15)
+    PASSWORDS["carol"] = "carol-secret"
+    try:
+        carol = _confluent(broker, ca, "carol", "SCRAM-SHA-256")
+        assert AdminClient(carol).list_topics(timeout=10).brokers
+        with RawConnection(broker.plaintext_bootstrap) as raw:  # bob is gone
+            answer = _sasl_exchange(raw, "PLAIN", b"\x00bob\x00bob-secret")
+            assert answer.error_code == 58
+        one = admin.describe_user_scram_credentials(["carol", "bob"])
+        assert one["carol"].result(15).scram_credential_infos[0].iterations == 8192
+        with pytest.raises(KafkaException, match="does not exist: bob"):
+            one["bob"].result(15)
+        refused = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 1000), b"pw")])
+        with pytest.raises(KafkaException, match="Too few iterations"):
+            refused["dave"].result(15)
+        stored = (broker.data_dir / "scram-credentials.json").read_text()
+        assert "carol-secret" not in stored and '"carol"' in stored
+    finally:
+        PASSWORDS.pop("carol", None)

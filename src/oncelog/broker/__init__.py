@@ -12,12 +12,16 @@
 - ``dispatch`` - routes a decoded request to its module in ``handlers`` (one per Kafka API)
   and turns every failure into a Kafka error code; ``context`` is what a handler receives
   (``RequestContext``: the request's header facts and the broker's ``services``).
-- ``listeners`` - ``parse_listener``: ``listeners`` and ``advertised.listeners`` as HOST:PORT.
-  The configs themselves (``BrokerConfig``, topic configs, describing them) are in
-  ``oncelog.config``, below the packages that read them.
+- ``listeners`` - ``parse_listeners``: ``listeners``, ``advertised.listeners``,
+  ``listener.security.protocol.map`` and ``inter.broker.listener.name`` as Kafka reads them
+  (each listener's TLS and SASL are ``oncelog.security``'s). The configs themselves
+  (``BrokerConfig``, topic configs, describing them) are in ``oncelog.config``, below the
+  packages that read them.
 - ``limits`` - memory, connection, idle-time and log-line bounds per client
   (``queued.max.request.bytes``, ``max.connections``, ...); ``allocator`` - the C
   allocator's settings for a broker process.
+- ``users`` - ``ScramUsers``: SCRAM users as DescribeUserScramCredentials and
+  AlterUserScramCredentials see them, in the metadata store, with Kafka's rules.
 - ``process`` - ``BrokerProcess``: a broker as a child process, for ``oncelog demo``, tests
   and benchmarks.
 

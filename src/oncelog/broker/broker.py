@@ -41,7 +41,6 @@ from ..coordinator.leadership import CoordinatorLeadership
 from ..net.client import CLIENT_ID
 from ..partition import LeadershipLease, PartitionManager
 from ..security.principal import PrincipalMapper
-from ..security.credentials import Credentials
 from ..security.sasl import SaslServer, sasl_mechanisms
 from ..security.tls import server_context, watch_handshakes
 from .limits import limits_for
@@ -79,7 +78,6 @@ class Broker:
         self._sasl: dict[str, tuple[str, ...]] = {
             e.listener: sasl_mechanisms(config, e.listener)
             for e in self.listeners.bound if e.security_protocol.startswith("SASL_")}
-        self.credentials = Credentials()
         if self.cluster_mode_configured(config):
             inter = self.listeners.advertised_endpoint(self.listeners.inter_broker)
             if inter.security_protocol != "PLAINTEXT":
@@ -125,6 +123,7 @@ class Broker:
         self.transaction_state_topic = self.services.transaction_state_topic
         self.transaction_coordinator = self.services.transaction_coordinator
         self.transaction_markers = self.transaction_coordinator.markers
+        self.credentials = self.services.scram_users.credentials  # what SASL checks
         self.connections: set[Connection] = set()
         # requests that run to their end though their client left (server.py), cancelled
         # when the broker stops
@@ -286,8 +285,7 @@ class Broker:
 
     async def _listen(self, loop: asyncio.AbstractEventLoop) -> None:
         """Bind every listener (not yet accepting in cluster mode); fill in ports given as 0."""
-        if self._sasl:
-            await self._load_credentials(loop)
+        await self._load_credentials(loop)
         for endpoint in self.listeners.bound:
             context, principals = self._tls.get(endpoint.listener, (None, None))
             mechanisms = self._sasl.get(endpoint.listener)
@@ -335,7 +333,7 @@ class Broker:
     def _reread_credentials(self) -> None:
         async def reread() -> None:
             try:
-                self.credentials.replace(await self.store_calls(self.store.scram_credentials))
+                await self.services.scram_users.reread()
             except StoreUnavailable as error:
                 log.warning("cannot read the users' SCRAM credentials: %s", error)
         task = asyncio.get_running_loop().create_task(reread())

@@ -22,6 +22,7 @@ from .handlers import (add_offsets_to_txn, add_partitions_to_txn,  # transaction
                        describe_transactions, end_txn, list_transactions, txn_offset_commit,
                        write_txn_markers)
 from .handlers import sasl_authenticate, sasl_handshake  # answered by the connection's SASL
+from .handlers import alter_user_scram_credentials, describe_user_scram_credentials  # users
 from .handlers import (delete_groups, describe_groups, find_coordinator, heartbeat,  # groups
                        join_group, leave_group, list_groups, offset_commit, offset_delete,
                        offset_fetch, sync_group)
@@ -36,6 +37,7 @@ HANDLERS = {module.API_KEY: module for module in (
     offset_fetch, list_groups, describe_groups, delete_groups, offset_delete,
     add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, txn_offset_commit,
     describe_transactions, list_transactions, sasl_handshake, sasl_authenticate,
+    describe_user_scram_credentials, alter_user_scram_credentials,
 )}
 
 

@@ -35,6 +35,7 @@ from ..coordinator.transaction.state_topic import TransactionStateTopic
 from ..coordinator.transaction.verification import TransactionVerifier
 from ..partition import Flusher, PartitionManager
 from ..protocol.errors import ErrorCode
+from .users import ScramUsers
 
 
 @dataclass(slots=True)
@@ -68,6 +69,9 @@ class BrokerServices:
     transaction_coordinator: TransactionCoordinator
     # asks a transaction's coordinator before a producer's first write to a partition
     transaction_verifier: TransactionVerifier
+    # SCRAM users: the credentials SASL checks, DescribeUserScramCredentials and
+    # AlterUserScramCredentials
+    scram_users: ScramUsers
 
     async def wait_for_group_records(self, group_id: str) -> ErrorCode:
         """Once a group operation wrote to ``__consumer_offsets``: wait until the ISR has it,
@@ -100,4 +104,4 @@ def build_services(config: BrokerConfig, identity: ClusterIdentity, partitions: 
                                    connect, config["transaction.partition.verification.enable"])
     return BrokerServices(node_id, config, identity, brokers, partitions, flusher, producer_ids,
                           offsets_topic, group_coordinator, transaction_state_topic,
-                          transaction_coordinator, verifier)
+                          transaction_coordinator, verifier, ScramUsers(store, calls))

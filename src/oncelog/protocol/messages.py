@@ -82,6 +82,10 @@ with warnings.catch_warnings():
                                          InitProducerIdResponse, ProduceRequest, ProduceResponse,
                                          TxnOffsetCommitRequest, TxnOffsetCommitResponse,
                                          WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+    from kafka.protocol.admin.users import (AlterUserScramCredentialsRequest,
+                                            AlterUserScramCredentialsResponse,
+                                            DescribeUserScramCredentialsRequest,
+                                            DescribeUserScramCredentialsResponse)
     from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse,
                                      SaslHandshakeRequest, SaslHandshakeResponse)
     from kafka.protocol.api_data import ApiData
@@ -151,6 +155,10 @@ __all__ = [
     "TxnOffsetCommitResponse",
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "SaslAuthenticateRequest",
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
@@ -165,6 +173,8 @@ _PAIRS = (
     (ProduceRequest, ProduceResponse),
     (SaslHandshakeRequest, SaslHandshakeResponse),
     (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+    (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
     (FetchRequest, FetchResponse),
     (ListOffsetsRequest, ListOffsetsResponse),
     (MetadataRequest, MetadataResponse),

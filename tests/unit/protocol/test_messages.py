@@ -519,6 +519,30 @@ def _sasl_authenticate(v):
     return request, check
 
 
+def _describe_user_scram_credentials(v):
+    U = messages.DescribeUserScramCredentialsRequest.UserName
+    request = messages.DescribeUserScramCredentialsRequest(users=[U(name="alice")])
+
+    def check(d):
+        assert [u.name for u in d.users] == ["alice"]
+    return request, check
+
+
+def _alter_user_scram_credentials(v):
+    R = messages.AlterUserScramCredentialsRequest
+    request = R(deletions=[R.ScramCredentialDeletion(name="bob", mechanism=1)],
+                upsertions=[R.ScramCredentialUpsertion(name="alice", mechanism=2,
+                                                       iterations=4096, salt=b"s" * 16,
+                                                       salted_password=b"p" * 64)])
+
+    def check(d):
+        assert [(x.name, x.mechanism) for x in d.deletions] == [("bob", 1)]
+        (upsertion,) = d.upsertions
+        assert (upsertion.name, upsertion.iterations, bytes(upsertion.salt)) == (
+            "alice", 4096, b"s" * 16)
+    return request, check
+
+
 # Consumer groups
 SAMPLES = {
     ApiKey.FIND_COORDINATOR: _find_coordinator, ApiKey.JOIN_GROUP: _join_group,
@@ -549,6 +573,8 @@ SAMPLES |= {
     ApiKey.DESCRIBE_CONFIGS: _describe_configs, ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
     ApiKey.SASL_HANDSHAKE: _sasl_handshake, ApiKey.SASL_AUTHENTICATE: _sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
 }
 
 SERVED = [pytest.param(key, version, id=f"{ApiKey(key).name}-v{version}")
