@@ -388,3 +388,29 @@ def test_an_admin_client_adds_describes_and_deletes_users_that_then_log_in(sasl_
         assert "carol-secret" not in stored and '"carol"' in stored
     finally:
         PASSWORDS.pop("carol", None)
+
+
+def test_a_v0_handshake_takes_bare_tokens_as_kafka_does(sasl_broker):
+    """After SaslHandshake v0 the tokens are size-prefixed frames with no request header; a
+    wrong one closes the connection with no answer."""
+    broker = sasl_broker({"connection.failed.authentication.delay.ms": "0"})
+    with RawConnection(broker.plaintext_bootstrap) as raw:
+        assert raw.request(messages.SaslHandshakeRequest(mechanism="PLAIN"), 0).error_code == 0
+        raw.send_frame(b"\x00alice\x00alice-secret")
+        assert raw.read_frame() == b""  # PLAIN's (empty) answer, bare
+        assert [b.node_id for b in raw.request(messages.MetadataRequest(topics=None),
+                                               1).brokers] == [1]
+    from kafka.net.sasl.scram import ScramClient
+    client = ScramClient("bob", PASSWORDS["bob"], "SCRAM-SHA-256")
+    with RawConnection(broker.plaintext_bootstrap) as raw:
+        assert raw.request(messages.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"),
+                           0).error_code == 0
+        raw.send_frame(client.first_message())
+        client.process_server_first_message(raw.read_frame())
+        raw.send_frame(client.final_message())
+        client.process_server_final_message(raw.read_frame())  # the server's signature
+        assert raw.request(messages.MetadataRequest(topics=None), 1).brokers
+    with RawConnection(broker.plaintext_bootstrap) as raw:
+        assert raw.request(messages.SaslHandshakeRequest(mechanism="PLAIN"), 0).error_code == 0
+        raw.send_frame(b"\x00alice\x00wrong!")
+        assert _closed(raw)

@@ -539,20 +539,16 @@ class Connection(asyncio.BufferedProtocol):
                 mechanisms=list(sasl.mechanisms))
         else:
             try:
-                token, _done = await sasl.authenticate(messages.as_bytes(request.auth_bytes))
+                token, done = await sasl.authenticate(messages.as_bytes(request.auth_bytes))
             except AuthenticationFailed as failure:
-                self.sasl_failed = True
-                await asyncio.sleep(self.limits.failed_authentication_delay_ms / 1000)
-                self.limits.rejections.warning(
-                    "SASL authentication", self.ip, "closing connection from %s: SASL %s "
-                    "authentication failed: %s", self.peer, sasl.mechanism, failure)
+                await self._sasl_failed(failure)
                 response = messages.SaslAuthenticateResponse(
                     error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(failure),
                     auth_bytes=b"", session_lifetime_ms=0)
             else:
                 response = messages.SaslAuthenticateResponse(
                     error_code=ErrorCode.NONE, error_message=None, auth_bytes=token,
-                    session_lifetime_ms=sasl.session_lifetime_ms() if _done else 0)
+                    session_lifetime_ms=sasl.session_lifetime_ms() if done else 0)
         parts = messages.encode_response(header.api_key, header.api_version,
                                          header.correlation_id, response)
         self._charge(_size(parts))
@@ -566,15 +562,21 @@ class Connection(asyncio.BufferedProtocol):
         try:
             answer, _done = await sasl.authenticate(token)
         except AuthenticationFailed as failure:
-            self.sasl_failed = True
-            await asyncio.sleep(self.limits.failed_authentication_delay_ms / 1000)
-            self.limits.rejections.warning(
-                "SASL authentication", self.ip, "closing connection from %s: SASL %s "
-                "authentication failed: %s", self.peer, sasl.mechanism, failure)
+            await self._sasl_failed(failure)
             return ()
         parts = (_SIZE.pack(len(answer)) + answer,)
         self._charge(_size(parts))
         return parts
+
+    async def _sasl_failed(self, failure: AuthenticationFailed) -> None:
+        """After ``connection.failed.authentication.delay.ms``, one line (per address and
+        interval); the writer closes the connection once the answer, if any, is sent."""
+        self.sasl_failed = True
+        await asyncio.sleep(self.limits.failed_authentication_delay_ms / 1000)
+        assert self.sasl is not None
+        self.limits.rejections.warning(
+            "SASL authentication", self.ip, "closing connection from %s: SASL %s "
+            "authentication failed: %s", self.peer, self.sasl.mechanism, failure)
 
     def _enqueue(self, item, api_key: ApiKey, expects: bool, charge: int,
                  written: asyncio.Future | None) -> None:
