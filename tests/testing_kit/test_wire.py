@@ -86,9 +86,9 @@ def test_the_topic_filter_spares_other_topics(oncelog_broker, oncelog_topic):
 
 def test_bad_arguments_are_one_clear_error():
     faults = WireFaults()
-    with pytest.raises(UnknownName, match="cannot make up a SaslHandshake response; "
+    with pytest.raises(UnknownName, match="cannot make up a ElectLeaders response; "
                                           "fail_next knows: Produce, Fetch, "):
-        faults.fail_next("SaslHandshake", "UNKNOWN_SERVER_ERROR")
+        faults.fail_next("ElectLeaders", "UNKNOWN_SERVER_ERROR")
     with pytest.raises(ValueError, match="count must be at least 1"):
         faults.drop_response("Produce", count=0)
     assert faults.fail_next("init_producer_id", "coordinator_not_available").api_key \
