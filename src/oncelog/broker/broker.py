@@ -78,7 +78,7 @@ class Broker:
         self._sasl: dict[str, tuple[str, ...]] = {
             e.listener: sasl_mechanisms(config, e.listener)
             for e in self.listeners.bound if e.security_protocol.startswith("SASL_")}
-        if self.cluster_mode_configured(config):
+        if config["zookeeper.connect"]:
             inter = self.listeners.advertised_endpoint(self.listeners.inter_broker)
             if inter.security_protocol != "PLAINTEXT":
                 raise ConfigError(f"inter.broker.listener.name {inter.listener} is "
@@ -131,10 +131,6 @@ class Broker:
         self.membership: ClusterMembership | None = None  # in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
-
-    @staticmethod
-    def cluster_mode_configured(config: BrokerConfig) -> bool:
-        return bool(config["zookeeper.connect"])
 
     @property
     def cluster_id(self) -> str:

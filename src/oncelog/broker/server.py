@@ -644,13 +644,12 @@ class Connection(asyncio.BufferedProtocol):
         transport = self.transport
         if self.closed or transport.is_closing():
             return False
-        if self.tls:  # encrypted here, not by the kernel: read it, hand it over
-            return self._write_region(region)
         socket_fd = transport.get_extra_info("socket").fileno()
         waiter = self.broker.write_waiter
         offset, remaining = region.offset, region.size
         try:
-            while remaining and not transport.get_write_buffer_size():
+            # under TLS the bytes are encrypted here, not by the kernel: read and hand over
+            while not self.tls and remaining and not transport.get_write_buffer_size():
                 try:
                     sent = os.sendfile(socket_fd, region.fd, offset, remaining)
                 except BlockingIOError:
@@ -675,19 +674,6 @@ class Connection(asyncio.BufferedProtocol):
             return False
         if rest:
             transport.write(rest)
-        return True
-
-    def _write_region(self, region: FileRegion) -> bool:
-        try:
-            data = os.pread(region.fd, region.size, region.offset)
-        except OSError as error:
-            self.close("connection lost", f"sending a response failed: {error}", quiet=True)
-            return False
-        if len(data) < region.size:
-            self.close("internal error", f"{region} ended early: the log was truncated while "
-                       "a fetch response was being sent")
-            return False
-        self.transport.write(data)
         return True
 
     def _recharge_writes(self) -> None:

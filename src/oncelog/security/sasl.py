@@ -106,10 +106,11 @@ class SaslServer:
             raise AuthenticationFailed("Authentication failed: Client requested an "
                                        "authorization id that is different from username")
         credentials = self.credentials.of_user(user)
+        if not credentials:
+            raise AuthenticationFailed(PLAIN_FAILED)
+        mechanism, credential = credentials[0]  # any of the user's: one password made both
         # one PBKDF2 (milliseconds of CPU): off the event loop
-        matches = [await asyncio.to_thread(c.matches_password, m, password)
-                   for m, c in credentials[:1]]
-        if not any(matches):
+        if not await asyncio.to_thread(credential.matches_password, mechanism, password):
             raise AuthenticationFailed(PLAIN_FAILED)
         return user
 
