@@ -72,3 +72,30 @@ def test_the_sasl_quick_start_runs_as_written(user):
     assert listed.returncode == 0 and "127.0.0.1:9444" in listed.stdout, listed
     wrong = user.run(kcat_line.replace("alice-secret", "not-it") + " -m 3")
     assert wrong.returncode != 0, "a wrong password got metadata"
+
+
+def test_the_acl_commands_run_as_written(user):
+    """docs/security.md's ``oncelog acls`` lines, as written, in an empty folder: each adds
+    what it says, ``list --topic orders`` shows every ACL that applies to orders, and
+    ``remove`` takes the DENY away again."""
+    text = (ROOT / "docs" / "security.md").read_text()
+    section = text.split("## ACLs", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```sh\n(.*?)```", section, re.S)
+    producer, consumer, deny, listing, removing = block.strip().splitlines()
+    for line in (producer, consumer, deny):
+        done = user.run(line)
+        assert done.returncode == 0, (line, done)
+    listed = user.run(listing)
+    assert listed.returncode == 0, listed
+    rows = sorted(line.split("\t") for line in listed.stdout.splitlines()[1:])
+    assert rows == sorted([
+        ["Topic", "orders", "literal", "User:alice", "*", "Write", "Allow"],
+        ["Topic", "orders", "literal", "User:alice", "*", "Describe", "Allow"],
+        ["Topic", "orders", "literal", "User:alice", "*", "Create", "Allow"],
+        ["Topic", "orders", "literal", "User:bob", "*", "Read", "Allow"],
+        ["Topic", "orders", "literal", "User:bob", "*", "Describe", "Allow"]]), listed.stdout
+    removed = user.run(removing)
+    assert removed.returncode == 0 and "secret-\tprefixed\tUser:bob" in removed.stdout, removed
+    assert "secret-" not in user.run("oncelog acls list --data-dir acl-data").stdout
+    again = user.run(removing)
+    assert again.returncode == 1 and again.stderr.strip() == "oncelog: no such ACL", again

@@ -22,6 +22,8 @@
   allocator's settings for a broker process.
 - ``users`` - ``ScramUsers``: SCRAM users as DescribeUserScramCredentials and
   AlterUserScramCredentials see them, in the metadata store, with Kafka's rules.
+- ``acls`` - ``BrokerAcls``: the ACLs in force (``oncelog.security.acl``'s authorizer, made
+  from ``authorizer.class.name``) and CreateAcls, DescribeAcls and DeleteAcls over the store.
 - ``process`` - ``BrokerProcess``: a broker as a child process, for ``oncelog demo``, tests
   and benchmarks.
 

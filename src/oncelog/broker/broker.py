@@ -29,7 +29,7 @@ import logging
 import os
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ..config import BrokerConfig, ConfigError
@@ -40,7 +40,7 @@ from ..controller.store import (BrokerRegistration, Endpoint, MetadataChange, Me
 from ..coordinator.leadership import CoordinatorLeadership
 from ..net.client import CLIENT_ID
 from ..partition import LeadershipLease, PartitionManager
-from ..security.principal import PrincipalMapper
+from ..security.principal import ANONYMOUS, PrincipalMapper
 from ..security.sasl import SaslServer, sasl_mechanisms
 from ..security.tls import server_context, watch_handshakes
 from .limits import limits_for
@@ -124,6 +124,7 @@ class Broker:
         self.transaction_coordinator = self.services.transaction_coordinator
         self.transaction_markers = self.transaction_coordinator.markers
         self.credentials = self.services.scram_users.credentials  # what SASL checks
+        self._warn_of_an_unauthorized_inter_broker_principal()
         self.connections: set[Connection] = set()
         # requests that run to their end though their client left (server.py), cancelled
         # when the broker stops
@@ -131,6 +132,20 @@ class Broker:
         self.membership: ClusterMembership | None = None  # in cluster mode
         self._stop: asyncio.Event | None = None
         self._lock_fd: int | None = None
+
+    def _warn_of_an_unauthorized_inter_broker_principal(self) -> None:
+        """With ACLs on, brokers need ClusterAction on the cluster to replicate and to write
+        transaction markers; over a PLAINTEXT inter-broker listener they are User:ANONYMOUS
+        (as in Kafka), which usually belongs in super.users."""
+        authorizer = self.services.acls.authorizer
+        if not (self.cluster_mode and authorizer.enabled):
+            return
+        inter = self.listeners.advertised_endpoint(self.listeners.inter_broker)
+        if inter.security_protocol == "PLAINTEXT" and ANONYMOUS not in authorizer.super_users:
+            log.warning("broker %d: brokers reach each other on listener %s (PLAINTEXT) as %s, "
+                        "which is not in super.users: unless an ACL allows it ClusterAction on "
+                        "the cluster, replication and transaction markers are refused",
+                        self.node_id, inter.listener, ANONYMOUS)
 
     @property
     def cluster_id(self) -> str:
@@ -281,7 +296,7 @@ class Broker:
 
     async def _listen(self, loop: asyncio.AbstractEventLoop) -> None:
         """Bind every listener (not yet accepting in cluster mode); fill in ports given as 0."""
-        await self._load_credentials(loop)
+        await self._load_security(loop)
         for endpoint in self.listeners.bound:
             context, principals = self._tls.get(endpoint.listener, (None, None))
             mechanisms = self._sasl.get(endpoint.listener)
@@ -313,25 +328,31 @@ class Broker:
                     endpoint.listener, server.sockets[0].getsockname()[1])
         self.identity.endpoints = self.listeners.advertised
 
-    async def _load_credentials(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Read the store's SCRAM credentials, and again whenever they change (in a cluster,
-        another broker or an administrator may change them)."""
+    async def _load_security(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the store's SCRAM credentials and ACLs, and again whenever they change (in a
+        cluster, another broker or an administrator may change them)."""
         self.credentials.replace(await asyncio.to_thread(self.store.scram_credentials))
+        await self.services.acls.reread()
+        again = (MetadataChange.WATCHES_RESET, MetadataChange.SESSION_RESTORED)
 
         def changed(event: MetadataEvent) -> None:  # the store's thread
-            if event.change in (MetadataChange.USERS, MetadataChange.WATCHES_RESET,
-                                MetadataChange.SESSION_RESTORED):
-                loop.call_soon_threadsafe(self._reread_credentials)
+            if event.change in (MetadataChange.USERS, *again):
+                loop.call_soon_threadsafe(self._reread, self.services.scram_users.reread,
+                                          "the users' SCRAM credentials")
+            if event.change in (MetadataChange.ACLS, *again):
+                loop.call_soon_threadsafe(self._reread, self.services.acls.reread, "the ACLs")
 
         self.store.watch(changed)
         await asyncio.to_thread(self.store.watch_users)
+        if self.services.acls.authorizer.enabled:
+            await asyncio.to_thread(self.store.watch_acls)
 
-    def _reread_credentials(self) -> None:
+    def _reread(self, read: Callable[[], Awaitable[None]], what: str) -> None:
         async def reread() -> None:
             try:
-                await self.services.scram_users.reread()
+                await read()
             except StoreUnavailable as error:
-                log.warning("cannot read the users' SCRAM credentials: %s", error)
+                log.warning("cannot read %s: %s", what, error)
         task = asyncio.get_running_loop().create_task(reread())
         self.finishing_requests.add(task)
         task.add_done_callback(self.finishing_requests.discard)

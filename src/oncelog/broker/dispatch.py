@@ -5,6 +5,10 @@ The table below lists the APIs we speak. Each handler module declares ``API_KEY`
 ``error_response(request, code, message)`` (the same request answered with one error for
 every entity it names). Exceptions never reach a client: a ``KafkaError`` becomes its code,
 anything else becomes UNKNOWN_SERVER_ERROR and one log line with the API and version.
+
+Each handler also checks the ACLs Kafka's ``KafkaApis`` checks for its API
+(``RequestContext.allowed``; every check passes without an authorizer), answering Kafka's
+*_AUTHORIZATION_FAILED codes: docs/security.md's table lists them per request.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from .handlers import (add_offsets_to_txn, add_partitions_to_txn,  # transaction
                        write_txn_markers)
 from .handlers import sasl_authenticate, sasl_handshake  # answered by the connection's SASL
 from .handlers import alter_user_scram_credentials, describe_user_scram_credentials  # users
+from .handlers import create_acls, delete_acls, describe_acls  # ACLs
 from .handlers import (delete_groups, describe_groups, find_coordinator, heartbeat,  # groups
                        join_group, leave_group, list_groups, offset_commit, offset_delete,
                        offset_fetch, sync_group)
@@ -38,6 +43,7 @@ HANDLERS = {module.API_KEY: module for module in (
     add_partitions_to_txn, add_offsets_to_txn, end_txn, write_txn_markers, txn_offset_commit,
     describe_transactions, list_transactions, sasl_handshake, sasl_authenticate,
     describe_user_scram_credentials, alter_user_scram_credentials,
+    describe_acls, create_acls, delete_acls,
 )}
 
 

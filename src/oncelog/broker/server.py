@@ -461,7 +461,7 @@ class Connection(asyncio.BufferedProtocol):
         principal = self.sasl.principal if self.sasl is not None else self.principal
         ctx = RequestContext(api_key, header.api_version, header.correlation_id,
                              header.client_id, self.peer, self.services, self.listener,
-                             principal or ANONYMOUS)
+                             principal or ANONYMOUS, self.ip)
         expects = request.expect_response()
         written = None
         after = None

@@ -35,6 +35,7 @@ from ..coordinator.transaction.state_topic import TransactionStateTopic
 from ..coordinator.transaction.verification import TransactionVerifier
 from ..partition import Flusher, PartitionManager
 from ..protocol.errors import ErrorCode
+from .acls import BrokerAcls, authorizer_from_config
 from .users import ScramUsers
 
 
@@ -72,6 +73,8 @@ class BrokerServices:
     # SCRAM users: the credentials SASL checks, DescribeUserScramCredentials and
     # AlterUserScramCredentials
     scram_users: ScramUsers
+    # the ACLs in force and their authorizer (allows everything when none is configured)
+    acls: BrokerAcls
 
     async def wait_for_group_records(self, group_id: str) -> ErrorCode:
         """Once a group operation wrote to ``__consumer_offsets``: wait until the ISR has it,
@@ -104,4 +107,5 @@ def build_services(config: BrokerConfig, identity: ClusterIdentity, partitions: 
                                    connect, config["transaction.partition.verification.enable"])
     return BrokerServices(node_id, config, identity, brokers, partitions, flusher, producer_ids,
                           offsets_topic, group_coordinator, transaction_state_topic,
-                          transaction_coordinator, verifier, ScramUsers(store, calls))
+                          transaction_coordinator, verifier, ScramUsers(store, calls),
+                          BrokerAcls(authorizer_from_config(config), store, calls))

@@ -6,9 +6,10 @@
 kcat-like clients over confluent-kafka that work against any Kafka-protocol broker;
 ``cluster`` (``cli/cluster.py``), ``pipeline`` (``cli/pipeline.py``) and ``verify``
 (``cli/verify.py``) start processes of their own; ``users`` (``cli/users.py``) writes SCRAM
-credentials into a metadata store. Shared option and error helpers are in
-``cli/common.py``. Every client command takes ``--bootstrap HOST:PORT`` (default
-127.0.0.1:9092). Errors are one sentence on stderr and a non-zero exit, never a traceback.
+credentials and ``acls`` (``cli/acls.py``) ACLs into a metadata store. Shared option and
+error helpers are in ``cli/common.py``. Every client command takes ``--bootstrap
+HOST:PORT`` (default 127.0.0.1:9092). Errors are one sentence on stderr and a non-zero exit,
+never a traceback.
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ def _register_commands() -> None:
     from . import cluster  # noqa: F401
     from . import transactions  # noqa: F401
     from . import users  # noqa: F401
+    from . import acls  # noqa: F401
 
 
 _register_commands()

@@ -134,6 +134,14 @@ BROKER_CONFIGS = {d.name: d for d in (
     ConfigDef("connection.failed.authentication.delay.ms", _int, "100",
               "How long a failed authentication waits before its answer and the "
               "connection's close.", minimum=0),
+    # ACLs (security/acl.py)
+    ConfigDef("authorizer.class.name", _str, "",
+              "kafka.security.authorizer.AclAuthorizer or org.apache.kafka.metadata."
+              "authorizer.StandardAuthorizer switch ACLs on (empty: every request allowed)."),
+    ConfigDef("super.users", _str, "",
+              "Principals allowed everything, separated by ';' (User:admin;User:broker)."),
+    ConfigDef("allow.everyone.if.no.acl.found", _bool, "false",
+              "With an authorizer: allow a resource no ACL names to everyone."),
     ConfigDef("ssl.endpoint.identification.algorithm", _str, "https",
               "https: a broker connecting to another checks the host name in its "
               "certificate; empty: it does not."),

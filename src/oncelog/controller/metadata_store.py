@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from ..security.acl import (AclBinding, AclEntry, PatternType, ResourcePattern, type_from_name,
+                            type_name)
 from ..storage import files
 from .store import (BrokerRegistration, MetadataEvent, MetadataStore, NodeIdInUse,
                     PartitionState, TopicExists, TopicGrew, TopicListing, TopicRecord,
@@ -30,6 +32,9 @@ __all__ = ["LocalMetadataStore", "TopicRecord", "new_topic_id"]
 PRODUCER_IDS_DOCUMENT = "producer-ids.json"
 # SCRAM credentials (salted, never passwords), readable by the broker's user only
 USERS_DOCUMENT = "scram-credentials.json"
+# ACLs: {"version":1,"resources":[{"resourceType":"Topic","patternType":"LITERAL","name":...,
+# "acls":[entries as Kafka writes them in ZooKeeper]}]}
+ACLS_DOCUMENT = "acls.json"
 
 
 class LocalMetadataStore(MetadataStore):
@@ -184,6 +189,40 @@ class LocalMetadataStore(MetadataStore):
             self._write_atomically(path, json.dumps({"version": 1, "users": users}, indent=1,
                                                     sort_keys=True))
             path.chmod(0o600)
+
+    def acls(self) -> list[AclBinding]:
+        with self._lock:
+            return [AclBinding(pattern, entry)
+                    for pattern, entries in self._read_acls().items() for entry in entries]
+
+    def update_acls(self, pattern: ResourcePattern,
+                    change: Callable[[frozenset[AclEntry]], frozenset[AclEntry]]
+                    ) -> frozenset[AclEntry]:
+        with self._lock:
+            stored = self._read_acls()
+            entries = change(stored.get(pattern, frozenset()))
+            if entries:
+                stored[pattern] = entries
+            else:
+                stored.pop(pattern, None)
+            self._write_atomically(self.data_dir / ACLS_DOCUMENT, json.dumps({
+                "version": 1, "resources": [
+                    {"resourceType": type_name(p.resource_type),
+                     "patternType": p.pattern_type.name, "name": p.name,
+                     "acls": [e.to_json() for e in sorted(found)]}
+                    for p, found in sorted(stored.items())]}, indent=1))
+            return entries
+
+    def _read_acls(self) -> dict[ResourcePattern, frozenset[AclEntry]]:
+        path = self.data_dir / ACLS_DOCUMENT
+        if not path.exists():
+            return {}
+        found: dict[ResourcePattern, frozenset[AclEntry]] = {}
+        for resource in json.loads(path.read_text()).get("resources", []):
+            pattern = ResourcePattern(type_from_name(resource["resourceType"]),
+                                      resource["name"], PatternType[resource["patternType"]])
+            found[pattern] = frozenset(AclEntry.from_json(e) for e in resource["acls"])
+        return found
 
     def watch(self, listener: Callable[[MetadataEvent], None]) -> None:
         """Nothing changes here but through this broker, which knows what it changed."""

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import NamedTuple, ParamSpec, TypeVar
 
+from ..security.acl import AclBinding, AclEntry, ResourcePattern
+
 NO_LEADER = -1
 
 
@@ -151,6 +153,7 @@ class MetadataChange(Enum):
     WATCHES_RESET = "watches_reset"  # connected again: changes may have been missed, and
                                      # watches set by reads must be set again: read everything
     USERS = "users"                # a user's SCRAM credentials changed (watch_users)
+    ACLS = "acls"                  # an ACL was created or deleted (watch_acls)
 
 
 @dataclass(frozen=True)
@@ -354,6 +357,24 @@ class MetadataStore(abc.ABC):
     def watch_users(self) -> None:
         """From now on, report USERS to the watch listeners whenever a credential changes
         (a store only one process writes reports nothing: it knows)."""
+        return None
+
+    # -- ACLs ----------------------------------------------------------------------------
+
+    def acls(self) -> list[AclBinding]:
+        """Every ACL stored."""
+        return []
+
+    def update_acls(self, pattern: ResourcePattern,
+                    change: Callable[[frozenset[AclEntry]], frozenset[AclEntry]]
+                    ) -> frozenset[AclEntry]:
+        """Replace the entries of one resource pattern by ``change(current entries)``,
+        atomically (``change`` may be called again if another writer came first); the
+        entries now stored."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no ACLs")
+
+    def watch_acls(self) -> None:
+        """From now on, report ACLS to the watch listeners whenever an ACL changes."""
         return None
 
 

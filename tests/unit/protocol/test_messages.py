@@ -543,6 +543,43 @@ def _alter_user_scram_credentials(v):
     return request, check
 
 
+def _describe_acls(v):
+    request = messages.DescribeAclsRequest(
+        resource_type_filter=2, resource_name_filter="orders", pattern_type_filter=2,
+        principal_filter="User:alice", host_filter=None, operation=3, permission_type=3)
+
+    def check(d):
+        assert (d.resource_type_filter, d.resource_name_filter, d.pattern_type_filter) == (
+            2, "orders", 2)
+        assert (d.principal_filter, d.host_filter, d.operation) == ("User:alice", None, 3)
+    return request, check
+
+
+def _create_acls(v):
+    C = messages.CreateAclsRequest.AclCreation
+    request = messages.CreateAclsRequest(creations=[C(
+        resource_type=2, resource_name="orders-", resource_pattern_type=4,
+        principal="User:alice", host="*", operation=4, permission_type=3)])
+
+    def check(d):
+        (creation,) = d.creations
+        assert (creation.resource_name, creation.resource_pattern_type, creation.operation) == (
+            "orders-", 4, 4)
+    return request, check
+
+
+def _delete_acls(v):
+    F = messages.DeleteAclsRequest.DeleteAclsFilter
+    request = messages.DeleteAclsRequest(filters=[F(
+        resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+        principal_filter="User:bob", host_filter=None, operation=1, permission_type=1)])
+
+    def check(d):
+        (found,) = d.filters
+        assert (found.principal_filter, found.resource_name_filter) == ("User:bob", None)
+    return request, check
+
+
 # Consumer groups
 SAMPLES = {
     ApiKey.FIND_COORDINATOR: _find_coordinator, ApiKey.JOIN_GROUP: _join_group,
@@ -575,6 +612,8 @@ SAMPLES |= {
     ApiKey.SASL_HANDSHAKE: _sasl_handshake, ApiKey.SASL_AUTHENTICATE: _sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
+    ApiKey.DESCRIBE_ACLS: _describe_acls, ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
 }
 
 SERVED = [pytest.param(key, version, id=f"{ApiKey(key).name}-v{version}")

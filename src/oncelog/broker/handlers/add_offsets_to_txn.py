@@ -16,6 +16,7 @@ from ...coordinator.transaction.metadata import as_client_knows
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
@@ -23,6 +24,11 @@ VERSIONS = range(0, 4)
 
 
 async def handle(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    if not ctx.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                       request.transactional_id):
+        return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+    if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, request.group_id or ""):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     if not request.group_id:
         return error_response(request, ErrorCode.INVALID_GROUP_ID, "an empty group id")
     index = ctx.services.group_coordinator.partition_for(request.group_id)

@@ -25,6 +25,7 @@ from ...coordinator.transaction.metadata import as_client_knows
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
@@ -40,12 +41,22 @@ Transaction = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
 
 async def handle(ctx: RequestContext, request: AddPartitionsToTxnRequest
                 ) -> AddPartitionsToTxnResponse:
-    if ctx.api_version >= 4:
+    if ctx.api_version >= 4:  # a broker verifying for a producer: the cluster's own action
+        if not ctx.allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+            return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
         return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                           results_by_transaction=[
             await _transaction(ctx, transaction) for transaction in request.transactions])
     wanted = {(topic.name, index) for topic in request.v3_and_below_topics
               for index in topic.partitions}
+    if not ctx.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                       request.v3_and_below_transactional_id):
+        return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+    denied = {(topic, index) for topic, index in wanted
+              if not ctx.allowed(AclOperation.WRITE, ResourceType.TOPIC, topic)}
+    if denied:
+        return _response(request, lambda p: (ErrorCode.TOPIC_AUTHORIZATION_FAILED if p in denied
+                                             else ErrorCode.OPERATION_NOT_ATTEMPTED))
     unknown = {(topic, index) for topic, index in wanted if not _exists(ctx, topic, index)}
     if unknown:
         return _response(request, lambda p: (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if p in unknown

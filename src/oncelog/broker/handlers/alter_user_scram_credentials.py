@@ -12,6 +12,7 @@ from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import (AlterUserScramCredentialsRequest,
                                   AlterUserScramCredentialsResponse, as_bytes)
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
@@ -21,6 +22,8 @@ Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest
                  ) -> AlterUserScramCredentialsResponse:
+    if not ctx.allowed(AclOperation.ALTER, ResourceType.CLUSTER):
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     outcomes = await ctx.services.scram_users.alter(
         [(d.name, d.mechanism) for d in request.deletions],
         [(u.name, u.mechanism, u.iterations, as_bytes(u.salt), as_bytes(u.salted_password))

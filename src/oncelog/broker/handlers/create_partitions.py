@@ -15,6 +15,7 @@ from collections import Counter
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.CREATE_PARTITIONS
@@ -31,6 +32,9 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
             if counts[topic.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"topic {topic.name!r} appears more than once in the request")
+            if not ctx.allowed(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                 "Authorization failed.")
             assignment = [list(a.broker_ids) for a in topic.assignments or []] or None
             await ctx.services.partitions.create_partitions(
                 topic.name, topic.count, request.validate_only,

@@ -23,6 +23,7 @@ from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from ...config import describe_topic_configs
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.CREATE_TOPICS
@@ -36,10 +37,16 @@ ZERO_UUID = uuid.UUID(int=0)
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(t.name for t in request.topics)
     results = []
+    on_cluster = ctx.allowed(AclOperation.CREATE, ResourceType.CLUSTER, log_denial=False)
     for topic in request.topics:
         if counts[topic.name] > 1:
             results.append(_error(topic.name, ErrorCode.INVALID_REQUEST,
                                   f"topic {topic.name!r} appears more than once in the request"))
+            continue
+        if not on_cluster and not ctx.allowed(AclOperation.CREATE, ResourceType.TOPIC,
+                                              topic.name):
+            results.append(_error(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  "Authorization failed."))
             continue
         try:
             results.append(await _create(ctx, topic, request.validate_only,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.DELETE_GROUPS
@@ -20,9 +21,13 @@ Result = DeleteGroupsResponse.DeletableGroupResult
 
 
 async def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    results = ctx.services.group_coordinator.delete_groups(list(request.groups_names))
+    allowed = [g for g in request.groups_names
+               if ctx.allowed(AclOperation.DELETE, ResourceType.GROUP, g)]
+    results = ctx.services.group_coordinator.delete_groups(allowed)
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
-        Result(group_id=group_id, error_code=code) for group_id, code in results.items()])
+        Result(group_id=group_id, error_code=results.get(
+            group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+        for group_id in dict.fromkeys(request.groups_names)])
 
 
 def error_response(request: DeleteGroupsRequest, code: ErrorCode, message: str | None

@@ -17,6 +17,7 @@ import uuid
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
@@ -39,6 +40,11 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
             results.append(Result(name=None, topic_id=ZERO_UUID,
                                   error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                                   error_message="deletion by topic id is not supported"))
+            continue
+        if not ctx.allowed(AclOperation.DELETE, ResourceType.TOPIC, name):
+            results.append(Result(name=name, topic_id=ZERO_UUID,
+                                  error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  error_message="Authorization failed."))
             continue
         try:
             topic = await ctx.services.partitions.delete_topic(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DescribeClusterRequest, DescribeClusterResponse
+from ...security.acl import ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
@@ -27,7 +28,9 @@ async def handle(ctx: RequestContext, request: DescribeClusterRequest) -> Descri
             broker_id=b.node_id, host=address[0], port=address[1], rack=b.rack, is_fenced=False)
             for b in sorted(services.brokers.live.values(), key=lambda b: b.node_id)
             if (address := b.endpoint(ctx.listener)) is not None],
-        authorized_operations=NO_AUTHORIZED_OPERATIONS)
+        authorized_operations=(ctx.authorized_operations(ResourceType.CLUSTER)
+                               if request.include_cluster_authorized_operations
+                               else NO_AUTHORIZED_OPERATIONS))
 
 
 def error_response(request: DescribeClusterRequest, code: ErrorCode, message: str | None

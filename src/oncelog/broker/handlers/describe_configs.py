@@ -15,6 +15,7 @@ from ...config import ConfigEntry, describe_broker_configs, describe_topic_confi
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
@@ -48,6 +49,12 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
 
 
 def _entries(ctx: RequestContext, resource_type: int, name: str) -> list[ConfigEntry]:
+    if resource_type == TOPIC and not ctx.allowed(AclOperation.DESCRIBE_CONFIGS,
+                                                  ResourceType.TOPIC, name):
+        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if resource_type == BROKER and not ctx.allowed(AclOperation.DESCRIBE_CONFIGS,
+                                                   ResourceType.CLUSTER):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if resource_type == TOPIC:
         topic = ctx.services.partitions.get_topic(name)
         return describe_topic_configs(ctx.services.config, topic.record.configs)

@@ -4,8 +4,9 @@ Behaviour: per group, its state, protocol type and protocol, and its live member
 id, group instance id, client id and host); once the group is Stable, each member's
 subscription metadata and assignment too (Kafka's ``GroupMetadata.summary``). A group that
 does not exist is reported as Dead with no error before v6, and GROUP_ID_NOT_FOUND from v6
-(KIP-1043). Authorized operations (v3+), when asked for, are those Kafka allows without an
-authorizer: READ, DELETE, DESCRIBE.
+(KIP-1043). Authorized operations (v3+), when asked for, are those the principal may do
+(without an authorizer: READ, DELETE, DESCRIBE); a group it may not DESCRIBE is
+GROUP_AUTHORIZATION_FAILED.
 Version notes: v4 adds group_instance_id; v5 flexible; v6 error messages.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
@@ -24,18 +26,19 @@ DescribedMember = Described.DescribedGroupMember
 # INT32_MIN, "not requested": bit 31 of the bit set (the codec writes None so too, but its
 # stubs type the field as the set)
 NOT_REQUESTED = {31}
-READ, DELETE, DESCRIBE = 3, 6, 8  # Kafka's AclOperation codes; the codec takes the bit set
-GROUP_OPERATIONS = {READ, DELETE, DESCRIBE}
 
 
 async def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    operations = (GROUP_OPERATIONS if ctx.api_version >= 3
-                  and request.include_authorized_operations else NOT_REQUESTED)
+    wanted = ctx.api_version >= 3 and request.include_authorized_operations
     return DescribeGroupsResponse(throttle_time_ms=0, groups=[
-        _describe(ctx, group_id, operations) for group_id in request.groups])
+        _describe(ctx, group_id, wanted) for group_id in request.groups])
 
 
-def _describe(ctx: RequestContext, group_id: str, operations: set[int]) -> Described:
+def _describe(ctx: RequestContext, group_id: str, wanted: bool) -> Described:
+    if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return _error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+    operations = (ctx.authorized_operations(ResourceType.GROUP, group_id) if wanted
+                  else NOT_REQUESTED)
     error, summary = ctx.services.group_coordinator.describe_group(group_id)
     if error is not ErrorCode.NONE:
         return _error(group_id, error, None)

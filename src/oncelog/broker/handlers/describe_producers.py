@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import DescribeProducersRequest, DescribeProducersResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
@@ -27,6 +28,11 @@ async def handle(ctx: RequestContext, request: DescribeProducersRequest
     topics = []
     for topic in request.topics:
         results = []
+        if not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.name):
+            topics.append(TopicResult(name=topic.name, partitions=[
+                _result(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, [])
+                for index in topic.partition_indexes]))
+            continue
         for index in topic.partition_indexes:
             try:
                 partition = ctx.services.partitions.get_partition(topic.name, index)

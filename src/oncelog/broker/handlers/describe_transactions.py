@@ -14,6 +14,7 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
@@ -27,6 +28,11 @@ async def handle(ctx: RequestContext, request: DescribeTransactionsRequest
     coordinator = ctx.services.transaction_coordinator
     states = []
     for transactional_id in request.transactional_ids:
+        if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                           transactional_id):
+            states.append(_error(transactional_id,
+                                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
         try:
             meta = coordinator.describe(transactional_id)
         except KafkaError as error:

@@ -11,6 +11,7 @@ from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import (DescribeUserScramCredentialsRequest,
                                   DescribeUserScramCredentialsResponse)
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
@@ -20,6 +21,8 @@ Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 
 async def handle(ctx: RequestContext, request: DescribeUserScramCredentialsRequest
                  ) -> DescribeUserScramCredentialsResponse:
+    if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     names = None if request.users is None else [user.name for user in request.users]
     results = [Result(user=user, error_code=code, error_message=message, credential_infos=[
         Result.CredentialInfo(mechanism=mechanism, iterations=iterations)

@@ -17,6 +17,7 @@ from ...coordinator.transaction.metadata import as_client_knows
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import EndTxnRequest, EndTxnResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.END_TXN
@@ -24,6 +25,9 @@ VERSIONS = range(0, 4)
 
 
 async def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    if not ctx.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                       request.transactional_id):
+        return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
     try:
         await ctx.services.transaction_coordinator.end_transaction(
             request.transactional_id, request.producer_id, request.producer_epoch,

@@ -49,6 +49,7 @@ from ...protocol.batches import iter_headers
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.fetch_body import SPLICE_MIN_BYTES, Part, records_of
 from ...protocol.messages import FetchRequest, FetchResponse, builder
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.FETCH
@@ -65,12 +66,21 @@ _partition_data = builder(PartitionData)
 
 
 async def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    if request.replica_id >= 0:  # a follower: replication is the cluster's own action
+        if not ctx.allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+            return error_response(request, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+    denied: frozenset[str] = frozenset()
+    if request.replica_id < 0 and ctx.services.acls.authorizer.enabled:
+        denied = frozenset(name for t in request.topics if (name := (
+            _topic_named(ctx, t.topic_id) if ctx.api_version >= 13 else t.topic)) is not None
+            and not ctx.allowed(AclOperation.READ, ResourceType.TOPIC, name))
     isolation = IsolationLevel.from_wire(request.isolation_level)
     max_bytes = min(request.max_bytes, ctx.services.config["fetch.max.bytes"])
     loop = asyncio.get_running_loop()  # its clock: a simulation's loop keeps virtual time
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
     while True:
-        topics, total_bytes, has_error, partitions = _read_all(ctx, request, isolation, max_bytes)
+        topics, total_bytes, has_error, partitions = _read_all(ctx, request, isolation, max_bytes,
+                                                               denied)
         remaining = deadline - loop.time()
         if total_bytes >= request.min_bytes or has_error or remaining <= 0:
             return _response(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
@@ -92,7 +102,8 @@ async def _wait_for_data(partitions: list[Partition], timeout_s: float) -> None:
 
 
 def _read_all(ctx: RequestContext, request: FetchRequest, isolation: IsolationLevel,
-              max_bytes: int) -> tuple[list[TopicData], int, bool, list[Partition]]:
+              max_bytes: int, denied: frozenset[str] = frozenset()
+              ) -> tuple[list[TopicData], int, bool, list[Partition]]:
     total, has_error = 0, False
     topics: list[TopicData] = []
     partitions: list[Partition] = []
@@ -101,8 +112,10 @@ def _read_all(ctx: RequestContext, request: FetchRequest, isolation: IsolationLe
         entries = []
         name = _topic_named(ctx, fetch_topic.topic_id) if by_id else fetch_topic.topic
         for fetch_partition in fetch_topic.partitions:
-            if name is None:
-                entries.append(_entry(fetch_partition.partition, ErrorCode.UNKNOWN_TOPIC_ID,
+            if name is None or name in denied:
+                entries.append(_entry(fetch_partition.partition,
+                                      ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                                      else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                       None, isolation, b""))
                 has_error = True
                 continue

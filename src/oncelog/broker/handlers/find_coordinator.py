@@ -24,6 +24,7 @@ from ...coordinator.transaction.state_topic import TransactionStateTopic
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.FIND_COORDINATOR
@@ -49,10 +50,14 @@ async def _find(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     internal: OffsetsTopic | TransactionStateTopic
     coordinator: GroupCoordinator | TransactionCoordinator
     if key_type == GROUP_KEY:
+        if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return _error(key, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
         internal, coordinator = services.offsets_topic, services.group_coordinator
     elif key_type == TRANSACTION_KEY:
         if not key:
             return _error(key, ErrorCode.INVALID_REQUEST, "an empty transactional id")
+        if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return _error(key, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
         internal, coordinator = services.transaction_state_topic, services.transaction_coordinator
     else:
         return _error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import HeartbeatRequest, HeartbeatResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.HEARTBEAT
@@ -19,6 +20,8 @@ VERSIONS = range(0, 5)
 
 
 async def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+    if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     instance_id = request.group_instance_id if ctx.api_version >= 3 else None
     error = ctx.services.group_coordinator.heartbeat(request.group_id, request.member_id,
                                                    instance_id, request.generation_id)

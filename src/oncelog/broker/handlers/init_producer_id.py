@@ -23,6 +23,7 @@ from ...coordinator.transaction.metadata import as_client_knows
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
@@ -31,7 +32,15 @@ VERSIONS = range(0, 6)
 
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
+        if not ctx.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                           request.transactional_id):
+            return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                  None)
         return await _transactional(ctx, request, request.transactional_id)
+    # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+    if not (ctx.allowed(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, log_denial=False)
+            or ctx.allowed_on_some(AclOperation.WRITE, ResourceType.TOPIC)):
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     try:
         producer_id = await ctx.services.producer_ids.next_id()
     except KafkaError as error:  # no id block: the metadata store cannot be reached

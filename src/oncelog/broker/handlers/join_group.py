@@ -20,6 +20,7 @@ from ...coordinator.group import JoinGroupParams, JoinResult
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import JoinGroupRequest, JoinGroupResponse, as_bytes
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.JOIN_GROUP
@@ -29,6 +30,8 @@ Member = JoinGroupResponse.JoinGroupResponseMember
 
 
 async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
+    if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     version = ctx.api_version
     instance_id = request.group_instance_id if version >= 5 else None
     rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else -1

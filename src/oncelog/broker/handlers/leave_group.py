@@ -13,6 +13,7 @@ from ...coordinator.group import LeavingMember
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import LeaveGroupRequest, LeaveGroupResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.LEAVE_GROUP
@@ -22,6 +23,8 @@ MemberResult = LeaveGroupResponse.MemberResponse
 
 
 async def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     version = ctx.api_version
     if version < 3:
         leaving = [LeavingMember(request.member_id)]

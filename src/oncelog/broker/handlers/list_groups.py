@@ -13,6 +13,7 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import ListGroupsRequest, ListGroupsResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.LIST_GROUPS
@@ -25,6 +26,9 @@ async def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsR
     states = set(request.states_filter or []) if ctx.api_version >= 4 else None
     types = set(request.types_filter or []) if ctx.api_version >= 5 else None
     groups = ctx.services.group_coordinator.list_groups(states or None, types or None)
+    if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER, log_denial=False):
+        groups = [g for g in groups if ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP,
+                                                   g.group_id, log_denial=False)]
     return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=[
         Listed(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
                group_type=g.group_type) for g in sorted(groups, key=lambda g: g.group_id)])

@@ -23,6 +23,7 @@ from ...partition import IsolationLevel
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.LIST_OFFSETS
@@ -47,6 +48,8 @@ def _lookup(ctx: RequestContext, topic: str,
             isolation: IsolationLevel) -> PartitionResult:
     index = request_partition.partition_index
     try:
+        if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         partition = ctx.services.partitions.get_partition(topic, index)
         partition.check_leader_epoch(request_partition.current_leader_epoch)
         partition.check_leader()

@@ -14,6 +14,7 @@ from ...coordinator.transaction.state import TransactionState
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import ListTransactionsRequest, ListTransactionsResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.LIST_TRANSACTIONS
@@ -31,6 +32,8 @@ async def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListT
         duration if duration is not None else -1)
     if wanted and not wanted & _NAMES:
         found = []
+    found = [m for m in found if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                             m.transactional_id, log_denial=False)]
     return ListTransactionsResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE,
         unknown_state_filters=sorted(wanted - _NAMES),

@@ -16,6 +16,11 @@ does not exist is created when both the request allows it (v4+; always before) a
 ``auto.create.topics.enable`` is true; otherwise UNKNOWN_TOPIC_OR_PARTITION. Invalid names
 get INVALID_TOPIC_EXCEPTION. Topic ids (v10+) are real, stable UUIDs; lookups by id are
 answered with UNKNOWN_TOPIC_ID until topic ids are supported end to end.
+ACLs, as Kafka's ``KafkaApis``: the list of every topic holds only those the principal may
+DESCRIBE; a requested topic it may not describe gets TOPIC_AUTHORIZATION_FAILED, as does one
+it would auto-create without CREATE on the cluster or the topic. KIP-430 (v8+): a topic's
+authorized operations when ``include_topic_authorized_operations``, the cluster's (v8-10)
+when ``include_cluster_authorized_operations`` - every operation, without an authorizer.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from ...partition.manager import Topic, check_topic_name
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import MetadataRequest, MetadataResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.METADATA
@@ -45,43 +51,61 @@ PartitionEntry = TopicEntry.MetadataResponsePartition
 
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     manager = ctx.services.partitions
+    operations = ctx.api_version >= 8 and request.include_topic_authorized_operations
     if request.topics is None or (ctx.api_version == 0 and not request.topics):
-        entries = [_topic_entry(ctx, topic) for topic in manager.topics.values()]
+        entries = [_topic_entry(ctx, topic, operations) for topic in manager.topics.values()
+                   if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name,
+                                  log_denial=False)]
     else:
         allow_create = ctx.api_version < 4 or request.allow_auto_topic_creation
-        entries = [await _requested_topic(ctx, t.name, allow_create) for t in request.topics]
-    return _response(ctx, entries)
+        entries = [await _requested_topic(ctx, t.name, allow_create, operations)
+                   for t in request.topics]
+    cluster_operations = (_operations(ctx, ResourceType.CLUSTER) if 8 <= ctx.api_version <= 10
+                          and request.include_cluster_authorized_operations
+                          else NO_AUTHORIZED_OPERATIONS)
+    return _response(ctx, entries, cluster_operations=cluster_operations)
 
 
-async def _requested_topic(ctx: RequestContext, name: str | None, allow_create: bool
-                           ) -> TopicEntry:
+def _operations(ctx: RequestContext, resource_type: ResourceType, name: str | None = None
+                ) -> set[int]:
+    return (ctx.authorized_operations(resource_type) if name is None
+            else ctx.authorized_operations(resource_type, name))
+
+
+async def _requested_topic(ctx: RequestContext, name: str | None, allow_create: bool,
+                           operations: bool) -> TopicEntry:
     manager = ctx.services.partitions
     if name is None:
         return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_ID)
+    if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     topic = manager.topics.get(name)
     if topic is not None:
-        return _topic_entry(ctx, topic)
+        return _topic_entry(ctx, topic, operations)
     try:
         check_topic_name(name)
     except KafkaError as error:
         return _error_entry(name, error.code)
     if not (allow_create and ctx.services.config["auto.create.topics.enable"]):
         return _error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not (ctx.allowed(AclOperation.CREATE, ResourceType.CLUSTER, log_denial=False)
+            or ctx.allowed(AclOperation.CREATE, ResourceType.TOPIC, name)):
+        return _error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     try:
         topic = await manager.create_topic(name)
     except KafkaError as error:
         known = manager.topics.get(name)
         if error.code == ErrorCode.TOPIC_ALREADY_EXISTS and known is not None:
-            return _topic_entry(ctx, known)  # another broker's, a moment ago: read just now
+            return _topic_entry(ctx, known, operations)  # another broker's, just now
         if error.code == ErrorCode.TOPIC_ALREADY_EXISTS:
             return _error_entry(name, ErrorCode.LEADER_NOT_AVAILABLE)
         log.warning("auto-creating topic %r failed: %s", name, error)
         return _error_entry(name, error.code)
     assert topic is not None  # None only for validate_only
-    return _topic_entry(ctx, topic)
+    return _topic_entry(ctx, topic, operations)
 
 
-def _topic_entry(ctx: RequestContext, topic: Topic) -> TopicEntry:
+def _topic_entry(ctx: RequestContext, topic: Topic, operations: bool = False) -> TopicEntry:
     brokers = ctx.services.brokers
     live = brokers.live
     partitions = []
@@ -97,7 +121,9 @@ def _topic_entry(ctx: RequestContext, topic: Topic) -> TopicEntry:
             offline_replicas=[r for r in replicas if r not in live]))
     return TopicEntry(error_code=ErrorCode.NONE, name=topic.name,
                       topic_id=uuid.UUID(topic.record.topic_id), is_internal=topic.is_internal,
-                      partitions=partitions, authorized_operations=NO_AUTHORIZED_OPERATIONS)
+                      partitions=partitions,
+                      authorized_operations=(_operations(ctx, ResourceType.TOPIC, topic.name)
+                                             if operations else NO_AUTHORIZED_OPERATIONS))
 
 
 def _error_entry(name: str | None, code: ErrorCode) -> TopicEntry:
@@ -105,8 +131,8 @@ def _error_entry(name: str | None, code: ErrorCode) -> TopicEntry:
                       partitions=[], authorized_operations=NO_AUTHORIZED_OPERATIONS)
 
 
-def _response(ctx: RequestContext, topics: list[TopicEntry], code: ErrorCode = ErrorCode.NONE
-              ) -> MetadataResponse:
+def _response(ctx: RequestContext, topics: list[TopicEntry], code: ErrorCode = ErrorCode.NONE,
+              cluster_operations: set[int] = NO_AUTHORIZED_OPERATIONS) -> MetadataResponse:
     services = ctx.services
     return MetadataResponse(
         throttle_time_ms=0,
@@ -115,8 +141,7 @@ def _response(ctx: RequestContext, topics: list[TopicEntry], code: ErrorCode = E
             for b in services.brokers.listed()
             if (address := b.endpoint(ctx.listener)) is not None],
         cluster_id=services.identity.cluster_id, controller_id=services.brokers.controller_id,
-        topics=topics,
-        authorized_operations=NO_AUTHORIZED_OPERATIONS, error_code=code)
+        topics=topics, authorized_operations=cluster_operations, error_code=code)
 
 
 def error_response(request: MetadataRequest, code: ErrorCode, message: str | None

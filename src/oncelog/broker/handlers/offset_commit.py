@@ -22,6 +22,7 @@ from ...coordinator.group import OffsetAndMetadata
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import OffsetCommitRequest, OffsetCommitResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.OFFSET_COMMIT
@@ -32,13 +33,19 @@ PartitionResult = TopicResult.OffsetCommitResponsePartition
 
 
 async def handle(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+    if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     version = ctx.api_version
     coordinator = ctx.services.group_coordinator
     results: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for topic in request.topics:
+        readable = ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
+            if not readable:
+                results[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not _exists(ctx, topic.name, p.partition_index):
                 results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.OFFSET_DELETE
@@ -22,12 +23,17 @@ PartitionResult = TopicResult.OffsetDeleteResponsePartition
 
 
 async def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    if not ctx.allowed(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     results: dict[tuple[str, int], ErrorCode] = {}
     known = []
     for topic in request.topics:
         found = ctx.services.partitions.topics.get(topic.name)
+        readable = ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            if found is None or not 0 <= p.partition_index < found.partition_count:
+            if not readable:
+                results[(topic.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif found is None or not 0 <= p.partition_index < found.partition_count:
                 results[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append((topic.name, p.partition_index))

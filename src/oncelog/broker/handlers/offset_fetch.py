@@ -21,6 +21,7 @@ from ...coordinator.group import GroupCoordinator, OffsetAndMetadata
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import OffsetFetchRequest, OffsetFetchResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.OFFSET_FETCH
@@ -51,20 +52,45 @@ async def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetc
     if ctx.api_version >= 8:
         groups = []
         for group in request.groups:
+            if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id):
+                groups.append(Group(group_id=group.group_id,
+                                    error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[]))
+                continue
             error, offsets = coordinator.fetch_offsets(group.group_id, _requested(group.topics))
             unstable = _unstable(coordinator, group.group_id, offsets) if stable else set()
-            groups.append(Group(group_id=group.group_id, error_code=error,
-                                topics=_topics(offsets, GroupTopic, GroupPartition, error,
-                                               unstable)))
+            groups.append(Group(group_id=group.group_id, error_code=error, topics=_authorized(
+                ctx, _topics(offsets, GroupTopic, GroupPartition, error, unstable),
+                group.topics is None)))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     requested = _requested(request.topics)
     error, offsets = coordinator.fetch_offsets(request.group_id, requested)
     if error is not ErrorCode.NONE:
         return error_response(request, error, None)
     unstable = _unstable(coordinator, request.group_id, offsets) if stable else set()
     return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
-                               topics=_topics(offsets, Topic, Partition, ErrorCode.NONE,
-                                              unstable))
+                               topics=_authorized(ctx, _topics(offsets, Topic, Partition,
+                                                               ErrorCode.NONE, unstable),
+                                                  request.topics is None))
+
+
+def _authorized(ctx: RequestContext, topics: list[_Topic], every_topic: bool) -> list[_Topic]:
+    """As Kafka: asked for every topic, those the principal may not DESCRIBE are left out;
+    asked for by name, they answer TOPIC_AUTHORIZATION_FAILED."""
+    kept = []
+    for topic in topics:
+        name = topic.name  # type: ignore[attr-defined]
+        if ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name,
+                       log_denial=not every_topic):
+            kept.append(topic)
+        elif not every_topic:
+            for partition in topic.partitions:  # type: ignore[attr-defined]
+                partition.committed_offset = -1
+                partition.metadata = ""
+                partition.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            kept.append(topic)
+    return kept
 
 
 def _unstable(coordinator: GroupCoordinator, group_id: str, offsets: _Offsets

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
@@ -29,8 +30,17 @@ EpochEndOffset = TopicResult.EpochEndOffset
 async def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest
                 ) -> OffsetForLeaderEpochResponse:
     topics = []
+    follower = ctx.api_version >= 3 and request.replica_id >= 0
+    if follower and not ctx.allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     for topic in request.topics:
         results = []
+        if not follower and not ctx.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                            topic.topic):
+            topics.append(TopicResult(topic=topic.topic, partitions=[
+                _result(p.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in topic.partitions]))
+            continue
         for requested in topic.partitions:
             try:
                 partition = ctx.services.partitions.get_partition(topic.topic, requested.partition)

@@ -44,6 +44,7 @@ from ...protocol import produce_response
 from ...protocol.messages import ProduceRequest
 from ...storage import AppendInfo
 from ...protocol.produce_response import ProduceResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.PRODUCE
@@ -63,11 +64,19 @@ async def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceRespons
     if request.acks not in (0, 1, -1):
         return error_response(request, ErrorCode.INVALID_REQUIRED_ACKS,
                               f"acks={request.acks}; expected 0, 1 or -1")
+    if request.transactional_id is not None and not ctx.allowed(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
     appended: list[tuple[PartitionResult, Partition, int | None]] = []
     waiting: list[tuple[list[PartitionResult], int, Awaitable[_Appended]]] = []
     topics = []
     for topic_data in request.topic_data:
         results: list[PartitionResult] = []
+        if not ctx.allowed(AclOperation.WRITE, ResourceType.TOPIC, topic_data.name):
+            topics.append(TopicResult(name=topic_data.name, partition_responses=[
+                _result(data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for data in topic_data.partition_data]))
+            continue
         for data in topic_data.partition_data:
             outcome = _append(ctx, topic_data.name, data, request.acks,
                               request.transactional_id)

@@ -17,6 +17,7 @@ from ...coordinator.group import SyncGroupParams, SyncResult
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import SyncGroupRequest, SyncGroupResponse, as_bytes
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.SYNC_GROUP
@@ -24,6 +25,8 @@ VERSIONS = range(0, 6)
 
 
 async def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse:
+    if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     version = ctx.api_version
     params = SyncGroupParams(
         group_id=request.group_id, generation_id=request.generation_id,

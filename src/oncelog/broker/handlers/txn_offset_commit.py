@@ -26,6 +26,7 @@ from ...coordinator.group.offsets_topic import OFFSETS_TOPIC
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
@@ -36,6 +37,11 @@ PartitionResult = TopicResult.TxnOffsetCommitResponsePartition
 
 
 async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    if not ctx.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                       request.transactional_id):
+        return error_response(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
+    if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, request.group_id or ""):
+        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     version = ctx.api_version
     coordinator = ctx.services.group_coordinator
     if not coordinator.is_coordinator_for(request.group_id or ""):
@@ -47,9 +53,13 @@ async def handle(ctx: RequestContext, request: TxnOffsetCommitRequest) -> TxnOff
     results: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for topic in request.topics:
+        readable = ctx.allowed(AclOperation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
             known = ctx.services.partitions.topics.get(topic.name)
+            if not readable:
+                results[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if known is None or not 0 <= p.partition_index < known.partition_count:
                 results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -17,6 +17,7 @@ from ...coordinator.transaction.markers import write_marker_locally
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from ...security.acl import AclOperation, ResourceType
 from ..context import RequestContext
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
@@ -28,6 +29,8 @@ PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
 
 
 async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    if not ctx.allowed(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     results = []
     for marker in request.markers:
         topics = []

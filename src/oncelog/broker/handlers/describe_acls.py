@@ -1,0 +1,52 @@
+"""DescribeAcls (API key 29), versions 1-3.
+
+Behaviour: the ACLs matching the filter, grouped by resource pattern (``broker.acls``);
+DESCRIBE on the cluster is required (CLUSTER_AUTHORIZATION_FAILED); without an authorizer,
+SECURITY_DISABLED "No Authorizer is configured.", as Kafka; a filter with an UNKNOWN code
+is INVALID_REQUEST.
+Version notes: v1 adds the pattern type (v0, literal only, is gone from Kafka 4); v2
+flexible.
+"""
+
+from __future__ import annotations
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode
+from ...protocol.messages import DescribeAclsRequest, DescribeAclsResponse
+from ...security.acl import AclBinding, AclOperation, ResourcePattern, ResourceType
+from ..acls import NO_AUTHORIZER, filter_from_wire
+from ..context import RequestContext
+
+API_KEY = ApiKey.DESCRIBE_ACLS
+VERSIONS = range(1, 4)
+
+Resource = DescribeAclsResponse.DescribeAclsResource
+
+
+async def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
+    if not ctx.services.acls.authorizer.enabled:
+        return error_response(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER):
+        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+    wanted = filter_from_wire(request)
+    reason = wanted.invalid_reason()
+    if reason is not None:
+        return error_response(request, ErrorCode.INVALID_REQUEST, reason)
+    by_pattern: dict[ResourcePattern, list[AclBinding]] = {}
+    for found in ctx.services.acls.describe(wanted):
+        by_pattern.setdefault(found.pattern, []).append(found)
+    return DescribeAclsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                error_message=None, resources=[
+        Resource(resource_type=pattern.resource_type, resource_name=pattern.name,
+                 pattern_type=pattern.pattern_type, acls=[
+                     Resource.AclDescription(principal=b.entry.principal, host=b.entry.host,
+                                             operation=b.entry.operation,
+                                             permission_type=b.entry.permission)
+                     for b in bindings])
+        for pattern, bindings in by_pattern.items()])
+
+
+def error_response(request: DescribeAclsRequest, code: ErrorCode, message: str | None
+                   ) -> DescribeAclsResponse:
+    return DescribeAclsResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                resources=[])
