@@ -31,9 +31,10 @@ Transient errors (a coordinator still loading, a leader not yet elected,
 CONCURRENT_TRANSACTIONS, NOT_LEADER_OR_FOLLOWER; a Produce only when no partition took its
 batch) are retried for up to ``RETRY_S`` seconds, the last answer kept; ``"retry": false``
 turns that off, ``"retry_errors"`` adds codes, and ``"retry_until": {"dotted.path": value}``
-retries until the response holds that value. A broker that closes the connection instead of
-answering gives ``{"$closed": true}``, one that does not answer within ``SOCKET_TIMEOUT_S``
-``{"$no_answer_within_s": ...}``; the next step reconnects.
+retries until the response holds that value (``"$present"``: any value). A broker that
+closes the connection instead of answering gives ``{"$closed": true}``, one that does not
+answer within ``SOCKET_TIMEOUT_S`` ``{"$no_answer_within_s": ...}``; the next step
+reconnects.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ MASKED = {"throttle_time_ms", "cluster_id", "host", "port", "error_message",
 UNORDERED = {"brokers", "groups", "configs", "synonyms", "api_keys", "members",
              "transaction_states", "supported_features", "finalized_features",
              "coordinators", "partitions", "partition_responses", "responses", "topics",
-             "results"}
+             "results", "resources", "acls", "matching_acls"}
 # arrays of entities: an entry whose name is not the conversation's is another test's
 ENTITY_NAMES = ("name", "topic", "group_id", "transactional_id", "key")
 ENTITY_ARRAYS = {"topics", "groups", "transaction_states", "coordinators", "responses"}
@@ -154,6 +155,11 @@ def load(path: Path) -> Conversation:
 
 def all_conversations() -> list[Conversation]:
     return [load(path) for path in sorted(CONVERSATIONS.glob("*.json"))]
+
+
+def authorizer_conversations() -> list[Conversation]:
+    """Those replayed against brokers with ACLs on (``conversations/authorizer``)."""
+    return [load(path) for path in sorted((CONVERSATIONS / "authorizer").glob("*.json"))]
 
 
 # -- building requests ---------------------------------------------------------------------
@@ -527,7 +533,8 @@ def replay(bootstrap: str, conversation: Conversation, names: dict[str, str]) ->
                 # a Produce that wrote to some partition is not sent twice
                 again = errors & (RETRIABLE | set(step.retry_errors)) and not (
                     step.api == ApiKey.PRODUCE and ErrorCode.NONE in errors) or any(
-                    _at(raw, path) != wanted for path, wanted in step.retry_until.items())
+                    (_at(raw, path) is None) if wanted == "$present" else _at(raw, path) != wanted
+                    for path, wanted in step.retry_until.items())
                 if not (step.retry and again and time.monotonic() < deadline):
                     break
                 time.sleep(0.1)

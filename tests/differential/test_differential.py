@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from .allowed import load_allowed
-from .replay import Difference, all_conversations, compare, replay
+from .replay import Difference, all_conversations, authorizer_conversations, compare, replay
 
 @pytest.mark.slow
 def test_oncelog_answers_as_apache_kafka_does(oncelog_apache_kafka_session,
@@ -38,6 +38,34 @@ def test_oncelog_answers_as_apache_kafka_does(oncelog_apache_kafka_session,
     assert not stale, "rows of docs/compatibility.md's divergence table that no conversation " \
         "shows any more (remove them):\n" + "\n".join(
             f"line {e.line}: {e.conversations} | {e.api} | {e.field}" for e in stale)
+
+
+AUTHORIZED = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+              "allow.everyone.if.no.acl.found": "true"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_with_an_authorizer_oncelog_answers_as_apache_kafka_does(tmp_path):
+    """conversations/authorizer/*.json against an Apache Kafka and an oncelog broker of their
+    own, both with ACLs on (the same settings); divergences as above, and no stale check:
+    the session's test owns the table."""
+    from oncelog.testing.apache_kafka import ApacheKafka
+    from oncelog.testing.broker import Broker
+    allowed = load_allowed()
+    unlisted: list[Difference] = []
+    with ApacheKafka(tmp_path / "kafka", settings=AUTHORIZED, wire_faults=False) as kafka, \
+            Broker(tmp_path / "oncelog", settings=AUTHORIZED) as broker:
+        for conversation in authorizer_conversations():
+            names: dict[str, str] = {}
+            on_kafka = replay(kafka.direct_bootstrap, conversation, names)
+            on_oncelog = replay(broker.direct_bootstrap, conversation, names)
+            unlisted += [d for d in compare(conversation.name, on_kafka, on_oncelog)
+                         if allowed.reason(d) is None]
+    assert not unlisted, (
+        f"{len(unlisted)} divergences from Apache Kafka not listed in docs/compatibility.md "
+        "(fix oncelog, or add a row with the reason):\n"
+        + "\n".join(d.describe() for d in unlisted[:60]))
 
 
 def test_the_replayer_sees_a_difference():

@@ -95,3 +95,31 @@ def test_acls_changed_anywhere_apply_on_every_broker(broker_factory, zookeeper_c
     again = _oncelog("acls", "remove", "--deny-principal", "User:alice", "--operation",
                      "write", "--topic", "ord", "--zookeeper", zookeeper_connect)
     assert again.returncode == 1 and again.stderr.strip() == "oncelog: no such ACL"
+
+
+def test_acls_written_by_one_store_are_read_and_announced_to_another(zookeeper_connect):
+    """The stores themselves: Kafka's layout, a name with "/" (a group may have one) kept
+    under a %-quoted node, the change announced to the other store's watch."""
+    from oncelog.controller.store import MetadataChange
+    from oncelog.controller.zookeeper_store import ZooKeeperMetadataStore
+    from oncelog.security.acl import (AclBinding, AclEntry, AclOperation, AclPermission,
+                                      PatternType, ResourcePattern, ResourceType)
+    writer = ZooKeeperMetadataStore(zookeeper_connect, session_timeout_ms=2000).connect()
+    reader = ZooKeeperMetadataStore(zookeeper_connect, session_timeout_ms=2000).connect()
+    try:
+        events: list = []
+        reader.watch(events.append)
+        reader.watch_acls()
+        pattern = ResourcePattern(ResourceType.GROUP, "team/app", PatternType.PREFIXED)
+        entry = AclEntry("User:alice", "*", AclOperation.READ, AclPermission.ALLOW)
+        writer.update_acls(pattern, lambda current: current | {entry})
+        _until(lambda: any(e.change is MetadataChange.ACLS for e in events), "the ACLS event")
+        assert AclBinding(pattern, entry) in reader.acls()
+        assert writer.client.exists("/kafka-acl-extended/prefixed/Group/team%2Fapp")
+        events.clear()
+        writer.update_acls(pattern, lambda current: current - {entry})
+        _until(lambda: any(e.change is MetadataChange.ACLS for e in events), "the ACLS event")
+        assert AclBinding(pattern, entry) not in reader.acls()
+    finally:
+        writer.close()
+        reader.close()

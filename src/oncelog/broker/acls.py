@@ -4,10 +4,12 @@ DeleteAcls (31) over the metadata store, with Kafka's rules (its ``AclAuthorizer
 - the authorizer is configured by ``authorizer.class.name`` (either of Kafka's class names;
   empty: none, and the three APIs answer SECURITY_DISABLED "No Authorizer is configured."),
   ``super.users`` and ``allow.everyone.if.no.acl.found``;
-- a creation that is not a valid binding (an ANY or UNKNOWN code, a CLUSTER resource not
-  named ``kafka-cluster``, an empty name, a name with ``/``, a principal that is not
+- a creation with a filter's value (a resource type ANY, a pattern type ANY or MATCH, an
+  operation or permission ANY) fails the whole request with UNKNOWN_SERVER_ERROR, as Kafka
+  4 (it cannot build the binding); one that is not valid otherwise (an UNKNOWN code, a
+  CLUSTER resource not named ``kafka-cluster``, an empty name, a principal that is not
   TYPE:NAME) fails alone with INVALID_REQUEST; the valid ones are stored, one atomic change
-  per resource pattern;
+  per resource pattern (compared with Kafka 4.1 in tests/differential);
 - a deletion filter removes every stored ACL it matches and returns them; Describe answers
   the ACLs this broker knows that match its filter;
 - the store says when another broker (or ``oncelog acls``) changed them: this broker reads
@@ -93,6 +95,10 @@ class BrokerAcls:
                      ) -> list[tuple[ErrorCode, str | None]]:
         """(error, message) per binding, in order."""
         results: list[tuple[ErrorCode, str | None]] = [(ErrorCode.NONE, None)] * len(bindings)
+        refused = next((reason for b in bindings if (reason := b.filter_only()) is not None),
+                       None)
+        if refused is not None:  # Kafka cannot make the binding: the whole request fails
+            return [(ErrorCode.UNKNOWN_SERVER_ERROR, refused)] * len(bindings)
         by_pattern: dict[ResourcePattern, list[int]] = {}
         for index, binding in enumerate(bindings):
             reason = binding.invalid_reason()

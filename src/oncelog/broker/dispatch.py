@@ -3,8 +3,10 @@
 The table below lists the APIs we speak. Each handler module declares ``API_KEY``, the
 ``VERSIONS`` it serves (what ApiVersions advertises), ``handle(ctx, request)`` and
 ``error_response(request, code, message)`` (the same request answered with one error for
-every entity it names). Exceptions never reach a client: a ``KafkaError`` becomes its code,
-anything else becomes UNKNOWN_SERVER_ERROR and one log line with the API and version.
+every entity it names); optionally ``unreadable(request)``, the reason Kafka could not even
+build such a request object (the listener then closes the connection, as Kafka's does).
+Exceptions never reach a client: a ``KafkaError`` becomes its code, anything else becomes
+UNKNOWN_SERVER_ERROR and one log line with the API and version.
 
 Each handler also checks the ACLs Kafka's ``KafkaApis`` checks for its API
 (``RequestContext.allowed``; every check passes without an authorizer), answering Kafka's

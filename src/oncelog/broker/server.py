@@ -456,6 +456,11 @@ class Connection(asyncio.BufferedProtocol):
             self.close("unreadable request",
                        f"{api_key.name} v{header.api_version} request: {error.message}")
             return
+        unreadable = getattr(handler, "unreadable", None)  # what Kafka cannot even build
+        if unreadable is not None and (reason := unreadable(request)) is not None:
+            self.close("unreadable request", f"{api_key.name} v{header.api_version} request: "
+                                             f"{reason}")
+            return
         charge = self._charge(len(frame) * DECODED_COST_FACTOR)
         self.client_id = header.client_id
         principal = self.sasl.principal if self.sasl is not None else self.principal

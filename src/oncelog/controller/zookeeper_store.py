@@ -65,6 +65,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+from urllib.parse import quote, unquote
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError,
@@ -451,8 +452,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                     names = self._request(self.client.get_children_async, f"{root}/{kind}")
                 except (ValueError, NoNodeError):
                     continue  # a type oncelog does not know, or gone meanwhile
-                for name in names:
-                    pattern = ResourcePattern(resource_type, name, pattern_type)
+                for node in names:
+                    pattern = ResourcePattern(resource_type, unquote(node), pattern_type)
                     entries, _version = self._read_acl_node(pattern)
                     found.extend(AclBinding(pattern, entry) for entry in entries)
         return found
@@ -484,8 +485,10 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._watch_data(ACL_CHANGES_PATH, MetadataChange.ACLS)
 
     def _acl_path(self, pattern: ResourcePattern) -> str:
+        # a group or transactional id may hold "/" (Kafka 4's ACLs allow it; its ZooKeeper
+        # authorizer refused it): the node's name is the resource name, %-quoted
         root = ACL_PATHS[pattern.pattern_type]
-        return f"{root}/{type_name(pattern.resource_type)}/{pattern.name}"
+        return f"{root}/{type_name(pattern.resource_type)}/{quote(pattern.name, safe='')}"
 
     def _read_acl_node(self, pattern: ResourcePattern) -> tuple[frozenset[AclEntry], int | None]:
         try:

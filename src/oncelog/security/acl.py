@@ -185,29 +185,40 @@ class AclBinding:
     pattern: ResourcePattern
     entry: AclEntry
 
-    def invalid_reason(self) -> str | None:
-        """Why a CreateAcls may not store this binding (Kafka's checks), or None."""
+    def filter_only(self) -> str | None:
+        """A filter's value where a binding needs a definite one (a resource type ANY, a
+        pattern type ANY or MATCH, an operation or permission ANY): Kafka cannot even make
+        such a binding, and fails the whole CreateAcls (UNKNOWN_SERVER_ERROR); else None."""
         pattern, entry = self.pattern, self.entry
-        if pattern.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
-            return f"invalid resource type {pattern.resource_type.name}"
-        if pattern.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-            return f"invalid pattern type {pattern.pattern_type.name}"
-        if entry.operation in (AclOperation.UNKNOWN, AclOperation.ANY):
-            return f"invalid operation {entry.operation.name}"
-        if entry.permission not in (AclPermission.ALLOW, AclPermission.DENY):
-            return f"invalid permission type {entry.permission.name}"
+        if pattern.resource_type is ResourceType.ANY:
+            return "resourceType must not be ANY"
+        if pattern.pattern_type in (PatternType.ANY, PatternType.MATCH):
+            return f"patternType must not be {pattern.pattern_type.name}"
+        if entry.operation is AclOperation.ANY:
+            return "operation must not be ANY"
+        if entry.permission is AclPermission.ANY:
+            return "permissionType must not be ANY"
+        return None
+
+    def invalid_reason(self) -> str | None:
+        """Why a CreateAcls may not store this binding (Kafka's checks, each failing the
+        binding alone), or None."""
+        pattern, entry = self.pattern, self.entry
+        if self.filter_only() is not None:
+            return self.filter_only()
+        if (pattern.resource_type is ResourceType.UNKNOWN
+                or pattern.pattern_type is PatternType.UNKNOWN
+                or entry.operation is AclOperation.UNKNOWN
+                or entry.permission is AclPermission.UNKNOWN):
+            return "ACL binding contains unknown elements"
         if not pattern.name:
             return "Invalid empty resource name specified"
         if pattern.resource_type is ResourceType.CLUSTER and pattern.name != CLUSTER_NAME:
             return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
-        if "/" in pattern.name:
-            return f"ACL binding contains invalid resource name: {pattern.name}"
         principal_type, _, principal_name = entry.principal.partition(":")
         if not principal_type or not principal_name:
             return (f"Could not parse principal {entry.principal!r}: expected TYPE:NAME, "
                     "e.g. User:alice")
-        if not entry.host:
-            return "an empty host: use * for every host"
         return None
 
 
@@ -267,6 +278,10 @@ class Authorizer:
         self.log_interval_s = log_interval_s
         self.monotonic = monotonic
         self._by_pattern: dict[ResourcePattern, frozenset[AclEntry]] = {}
+        # the same, by (type, name) per pattern type: a check looks up the literal name, the
+        # literal "*" and each prefix of the name - never every ACL
+        self._literal: dict[tuple[ResourceType, str], frozenset[AclEntry]] = {}
+        self._prefixed: dict[tuple[ResourceType, str], frozenset[AclEntry]] = {}
         self._logged: dict[tuple[str, AclOperation, ResourceType, str], float] = {}
 
     # -- the ACLs --------------------------------------------------------------------------
@@ -276,6 +291,12 @@ class Authorizer:
         for binding in bindings:
             by_pattern.setdefault(binding.pattern, set()).add(binding.entry)
         self._by_pattern = {p: frozenset(entries) for p, entries in by_pattern.items()}
+        self._literal = {(p.resource_type, p.name): entries
+                         for p, entries in self._by_pattern.items()
+                         if p.pattern_type is PatternType.LITERAL}
+        self._prefixed = {(p.resource_type, p.name): entries
+                          for p, entries in self._by_pattern.items()
+                          if p.pattern_type is PatternType.PREFIXED}
 
     def bindings(self, acl_filter: AclFilter = AclFilter()) -> list[AclBinding]:
         found = [AclBinding(pattern, entry) for pattern, entries in self._by_pattern.items()
@@ -341,9 +362,13 @@ class Authorizer:
 
     def _entries_for(self, resource_type: ResourceType, name: str) -> list[AclEntry]:
         found: list[AclEntry] = []
-        for pattern, entries in self._by_pattern.items():
-            if pattern.resource_type is resource_type and pattern.matches_name(name):
-                found.extend(entries)
+        for key in ((resource_type, name), (resource_type, WILDCARD)):
+            found.extend(self._literal.get(key, ()))
+        if name == WILDCARD:
+            found = list(self._literal.get((resource_type, WILDCARD), ()))
+        if self._prefixed:
+            for length in range(1, len(name) + 1):
+                found.extend(self._prefixed.get((resource_type, name[:length]), ()))
         return found
 
     def _log_denial(self, principal: str, host: str, operation: AclOperation,

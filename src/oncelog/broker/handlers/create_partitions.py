@@ -27,12 +27,15 @@ Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in request.topics)
     results = []
+    # as Kafka's controller: Alter on the cluster covers every topic
+    on_cluster = ctx.allowed(AclOperation.ALTER, ResourceType.CLUSTER, log_denial=False)
     for topic in request.topics:
         try:
             if counts[topic.name] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  f"topic {topic.name!r} appears more than once in the request")
-            if not ctx.allowed(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            if not on_cluster and not ctx.allowed(AclOperation.ALTER, ResourceType.TOPIC,
+                                                  topic.name):
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                  "Authorization failed.")
             assignment = [list(a.broker_ids) for a in topic.assignments or []] or None

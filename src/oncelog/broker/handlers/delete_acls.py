@@ -2,7 +2,8 @@
 
 Behaviour: per filter, the stored ACLs it matched, now deleted (``broker.acls``; an ACL two
 filters match is reported by the first); ALTER on the cluster is required
-(CLUSTER_AUTHORIZATION_FAILED per filter); a filter with an UNKNOWN code is INVALID_REQUEST;
+(CLUSTER_AUTHORIZATION_FAILED per filter); a filter with an UNKNOWN code closes the
+connection, as Kafka's (it cannot build such a request);
 without an authorizer, SECURITY_DISABLED "No Authorizer is configured.", as Kafka.
 Version notes: v1 adds the pattern type; v2 flexible.
 """
@@ -28,25 +29,23 @@ async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsR
         return error_response(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not ctx.allowed(AclOperation.ALTER, ResourceType.CLUSTER):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
-    filters = [filter_from_wire(f) for f in request.filters]
-    invalid = {i: reason for i, f in enumerate(filters)
-               if (reason := f.invalid_reason()) is not None}
-    deleted = await ctx.services.acls.delete(
-        [f for i, f in enumerate(filters) if i not in invalid])
-    results = []
-    for index in range(len(filters)):
-        if index in invalid:
-            results.append(Result(error_code=ErrorCode.INVALID_REQUEST,
-                                  error_message=invalid[index], matching_acls=[]))
-            continue
-        results.append(Result(error_code=ErrorCode.NONE, error_message=None, matching_acls=[
+    deleted = await ctx.services.acls.delete([filter_from_wire(f) for f in request.filters])
+    return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
+        Result(error_code=ErrorCode.NONE, error_message=None, matching_acls=[
             Matching(error_code=ErrorCode.NONE, error_message=None,
                      resource_type=b.pattern.resource_type, resource_name=b.pattern.name,
                      pattern_type=b.pattern.pattern_type, principal=b.entry.principal,
                      host=b.entry.host, operation=b.entry.operation,
                      permission_type=b.entry.permission)
-            for b in deleted.pop(0)]))
-    return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)
+            for b in found])
+        for found in deleted])
+
+
+def unreadable(request: DeleteAclsRequest) -> str | None:
+    """A filter with an UNKNOWN code: Kafka cannot build the request, and closes the
+    connection."""
+    return next((reason for f in request.filters
+                 if (reason := filter_from_wire(f).invalid_reason()) is not None), None)
 
 
 def error_response(request: DeleteAclsRequest, code: ErrorCode, message: str | None

@@ -35,13 +35,15 @@ def _names(request: DeleteTopicsRequest, version: int) -> list[str | None]:
 
 async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     results = []
+    # as Kafka's controller: Delete on the cluster covers every topic
+    on_cluster = ctx.allowed(AclOperation.DELETE, ResourceType.CLUSTER, log_denial=False)
     for name in _names(request, ctx.api_version):
         if name is None:
             results.append(Result(name=None, topic_id=ZERO_UUID,
                                   error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                                   error_message="deletion by topic id is not supported"))
             continue
-        if not ctx.allowed(AclOperation.DELETE, ResourceType.TOPIC, name):
+        if not on_cluster and not ctx.allowed(AclOperation.DELETE, ResourceType.TOPIC, name):
             results.append(Result(name=name, topic_id=ZERO_UUID,
                                   error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                   error_message="Authorization failed."))

@@ -3,7 +3,7 @@
 Behaviour: the ACLs matching the filter, grouped by resource pattern (``broker.acls``);
 DESCRIBE on the cluster is required (CLUSTER_AUTHORIZATION_FAILED); without an authorizer,
 SECURITY_DISABLED "No Authorizer is configured.", as Kafka; a filter with an UNKNOWN code
-is INVALID_REQUEST.
+closes the connection, as Kafka's (it cannot build such a request).
 Version notes: v1 adds the pattern type (v0, literal only, is gone from Kafka 4); v2
 flexible.
 """
@@ -29,9 +29,6 @@ async def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeA
     if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER):
         return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     wanted = filter_from_wire(request)
-    reason = wanted.invalid_reason()
-    if reason is not None:
-        return error_response(request, ErrorCode.INVALID_REQUEST, reason)
     by_pattern: dict[ResourcePattern, list[AclBinding]] = {}
     for found in ctx.services.acls.describe(wanted):
         by_pattern.setdefault(found.pattern, []).append(found)
@@ -44,6 +41,12 @@ async def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeA
                                              permission_type=b.entry.permission)
                      for b in bindings])
         for pattern, bindings in by_pattern.items()])
+
+
+def unreadable(request: DescribeAclsRequest) -> str | None:
+    """A filter with an UNKNOWN code: Kafka cannot build the request, and closes the
+    connection."""
+    return filter_from_wire(request).invalid_reason()
 
 
 def error_response(request: DescribeAclsRequest, code: ErrorCode, message: str | None

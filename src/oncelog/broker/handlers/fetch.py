@@ -113,10 +113,12 @@ def _read_all(ctx: RequestContext, request: FetchRequest, isolation: IsolationLe
         name = _topic_named(ctx, fetch_topic.topic_id) if by_id else fetch_topic.topic
         for fetch_partition in fetch_topic.partitions:
             if name is None or name in denied:
-                entries.append(_entry(fetch_partition.partition,
-                                      ErrorCode.UNKNOWN_TOPIC_ID if name is None
-                                      else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                      None, isolation, b""))
+                entry = _entry(fetch_partition.partition,
+                               ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                               else ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, isolation, b"")
+                if name is not None:
+                    entry.aborted_transactions = []  # as Kafka's refusal has it
+                entries.append(entry)
                 has_error = True
                 continue
             entry, partition = _read_partition(ctx, name, fetch_partition,

@@ -31,7 +31,10 @@ Member = JoinGroupResponse.JoinGroupResponseMember
 
 async def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     if not ctx.allowed(AclOperation.READ, ResourceType.GROUP, request.group_id):
-        return error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+        refused = error_response(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
+        if ctx.api_version >= 7:
+            refused.protocol_name = None  # nullable from v7 on: Kafka's refusal has none
+        return refused
     version = ctx.api_version
     instance_id = request.group_instance_id if version >= 5 else None
     rebalance_timeout_ms = request.rebalance_timeout_ms if version >= 1 else -1
