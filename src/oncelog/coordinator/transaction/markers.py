@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import ApiMessage, WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from ...net.client import BrokerClient
+from ...net.connector import Connector
 from ..group.offsets_topic import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -72,8 +73,15 @@ Connect = Callable[[str, int], MarkerClient]
 
 
 def connect_to_broker(host: str, port: int) -> BrokerClient:
-    """One connection to a partition leader, for its WriteTxnMarkers requests."""
+    """One PLAINTEXT connection to a partition leader, for its WriteTxnMarkers requests."""
     return BrokerClient(host, port, timeout_s=MARKER_TIMEOUT_MS / 1000 + 5)
+
+
+def connect_with(connector: Connector) -> Connect:
+    """Connections to other brokers in the inter-broker listener's protocol (TLS, SASL)."""
+    def connect(host: str, port: int) -> BrokerClient:
+        return connector.client(host, port, timeout_s=MARKER_TIMEOUT_MS / 1000 + 5)
+    return connect
 
 
 async def write_marker_locally(partitions: PartitionManager,
