@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ..net.connector import PLAINTEXT, Connector
+from ..net.connector import PLAINTEXT, AuthenticationError, Connector
 from ..partition import Partition
 from ..protocol import messages
 from ..protocol.messages import FetchResponse, OffsetForLeaderEpochResponse, builder
@@ -135,8 +135,11 @@ class ReplicaFetcher:
                     connected = True
                 except ConnectionError as error:
                     if connected:
-                        log.warning("%s: %s; retrying every %.1f s", self, error,
-                                    self.backoff_s)
+                        # a refused login is retried on the connector's longer back-off
+                        retry = ("retrying with a back-off from 2 s to 30 s"
+                                 if isinstance(error, AuthenticationError)
+                                 else f"retrying every {self.backoff_s:.1f} s")
+                        log.warning("%s: %s; %s", self, error, retry)
                     connected = False
                     await asyncio.sleep(self.backoff_s)
         finally:
