@@ -75,3 +75,23 @@ def test_the_host_name_is_checked_unless_identification_is_off(broker_factory, c
     off = inter_broker(BrokerConfig({**config, "ssl.endpoint.identification.algorithm": ""}),
                        "SSL", "SSL")
     assert _metadata(off, broker, "127.0.0.1").brokers
+
+
+def test_a_session_the_broker_limits_is_ended_before_it_runs_out(sasl_broker, ca):
+    """KIP-368: the broker limits sessions to a second; a request after it on the same
+    connection would close it. The client opens a new connection and logs in again first."""
+    broker = sasl_broker({"connections.max.reauth.ms": "1000"})
+    connector = _connector(ca, "SCRAM-SHA-512", "alice", PASSWORDS["alice"])
+
+    async def twice():
+        client = connector.client("127.0.0.1", broker.port, timeout_s=10)
+        try:
+            await client.request(messages.MetadataRequest(topics=None), 1)
+            first = client._transport
+            await asyncio.sleep(1.2)
+            answer = await client.request(messages.MetadataRequest(topics=None), 1)
+            return answer, first is not client._transport
+        finally:
+            client.close()
+    answer, reconnected = asyncio.run(twice())
+    assert [b.node_id for b in answer.brokers] == [1] and reconnected

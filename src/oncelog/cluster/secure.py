@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import json
 import secrets
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..net.connector import Connector
 from ..security.certificates import CertificateAuthority
+from ..security.login import SaslLogin
 from ..security.scram import ScramCredential
 
 MECHANISM = "SCRAM-SHA-512"
@@ -58,6 +61,12 @@ class SecureFiles:
                 "sasl.username": ADMIN_USER, "sasl.password": self.admin_password,
                 "ssl.ca.location": str(self.ca_file)}
 
+    def connector(self) -> Connector:
+        """oncelog's own client (``cluster status``) logged in as the admin."""
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        return Connector(PROTOCOL, context, SaslLogin(MECHANISM, ADMIN_USER,
+                                                      self.admin_password))
+
     def add_users(self, zookeeper_connect: str) -> None:
         """Both users' SCRAM credentials in the cluster's ZooKeeper (``/config/users``)."""
         from ..controller.zookeeper_store import ZooKeeperMetadataStore
@@ -70,6 +79,20 @@ class SecureFiles:
             store.close()
 
 
+def load(directory: Path) -> SecureFiles | None:
+    """The files ``prepare`` wrote in ``directory``, or None when it wrote none there."""
+    directory = Path(directory).absolute()
+    try:
+        passwords = {k: str(v) for k, v in
+                     json.loads((directory / "passwords.json").read_text()).items()}
+    except (OSError, ValueError):
+        return None
+    return SecureFiles(directory, directory / "tls" / "ca.pem",
+                       directory / "tls" / "broker.keystore.pem",
+                       directory / "broker.properties", directory / "client.properties",
+                       directory / "client-java.properties", passwords)
+
+
 def jaas(user: str, password: str) -> str:
     return f'{_MODULE} required username="{user}" password="{password}";'
 
@@ -77,7 +100,7 @@ def jaas(user: str, password: str) -> str:
 def prepare(directory: Path, passwords: dict[str, str] | None = None) -> SecureFiles:
     """The secured cluster's files in ``directory`` (new certificates every time; the
     passwords of an earlier run, or ``passwords``, or new ones)."""
-    directory = Path(directory)
+    directory = Path(directory).absolute()  # the files name each other from any folder
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
     ca = CertificateAuthority(directory / "tls", name="oncelog cluster CA", valid_days=365)
