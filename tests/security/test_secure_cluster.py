@@ -9,6 +9,7 @@ clear line, out of the ISR, still running, no tight reconnect loop."""
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -17,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from oncelog.broker.process import BrokerProcess
 from oncelog.cluster.local import LocalCluster
 from oncelog.cluster.secure import BROKER_USER, broker_properties, prepare
+from oncelog.security.certificates import CertificateAuthority
 from tests.cluster.helpers import FAST, wait_until
 
 pytestmark = pytest.mark.slow
@@ -163,3 +165,31 @@ def test_a_wrong_inter_broker_password_keeps_a_broker_out_of_the_isr(secured, tm
     leader_log = first.log_text()
     assert "SASL SCRAM-SHA-512 authentication failed" in leader_log
     assert "Traceback" not in log
+
+
+def test_an_ssl_only_cluster_with_mutual_tls_replicates(tmp_path, zookeeper_connect):
+    """Two brokers whose only listener is SSL with ssl.client.auth=required: each presents
+    its keystore to the other (mutual TLS) for replication, checked against the truststore
+    and the host name; acks=all at RF 2 is acknowledged, and the ISR stays whole."""
+    ca = CertificateAuthority(tmp_path / "tls")
+    broker, admin = ca.issue("broker"), ca.issue("admin", client=True)
+    client = {"security.protocol": "SSL", "ssl.ca.location": str(ca.certificate),
+              "ssl.certificate.location": str(admin.certificate),
+              "ssl.key.location": str(admin.key)}
+    cluster = LocalCluster(tmp_path / "cluster", 2, zookeeper_connect=zookeeper_connect,
+                           settings={**FAST, "ssl.client.auth": "required",
+                                     "ssl.keystore.location": str(broker.keystore),
+                                     "ssl.truststore.location": str(ca.certificate)},
+                           security_protocol="SSL", client_config=client)
+    files = SimpleNamespace(client_config=lambda: client)
+    try:
+        cluster.start()
+        _create(cluster, files, "mutual", [[1, 2], [2, 1]])
+        _produce(cluster, files, "mutual", list(range(200)), 2)
+        time.sleep(2.5)  # longer than replica.lag.time.max.ms
+        partitions = _partitions(cluster, files, "mutual")
+        assert len(partitions) == 2 and all(sorted(p.isrs) == [1, 2]
+                                            for p in partitions.values())
+        assert sorted(_read_all(cluster, files, "mutual", 2, 200)) == list(range(200))
+    finally:
+        cluster.stop()
