@@ -118,6 +118,7 @@ class TransactionMarkers:
         self._broker_address = broker_address
         self._connect = connect
         self._clients: dict[int, MarkerClient] = {}
+        self._last_error: dict[int, str] = {}  # per leader: the connection error last logged
 
     async def write_all(self, partitions: list[tuple[str, int]], producer_id: int,
                         producer_epoch: int, commit: bool, coordinator_epoch: int,
@@ -215,8 +216,13 @@ class TransactionMarkers:
             response: WriteTxnMarkersResponse = await client.request(
                 request, WRITE_TXN_MARKERS_VERSION)
         except ConnectionError as error:
-            log.info("WriteTxnMarkers to broker %d: %s", leader, error)
+            # once per cause, not once per retry (a refused login fails every RETRY_S at once,
+            # the connector backing off: net.connector)
+            if self._last_error.get(leader) != str(error):
+                log.info("WriteTxnMarkers to broker %d: %s", leader, error)
+                self._last_error[leader] = str(error)
             return {p: ErrorCode.NETWORK_EXCEPTION for p in partitions}
+        self._last_error.pop(leader, None)
         out = {p: ErrorCode.UNKNOWN_SERVER_ERROR for p in partitions}
         for marker in response.markers:
             for answered in marker.topics:
