@@ -193,3 +193,34 @@ def test_an_ssl_only_cluster_with_mutual_tls_replicates(tmp_path, zookeeper_conn
         assert sorted(_read_all(cluster, files, "mutual", 2, 200)) == list(range(200))
     finally:
         cluster.stop()
+
+
+def test_secure_and_isolated_together_are_refused_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "oncelog", "cluster", "start", "--secure",
+                           "--isolated", "--data-dir", str(tmp_path / "c")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "oncelog: --secure and --isolated cannot be combined yet: the brokers' certificates "
+        "name 127.0.0.1 and localhost, not the isolated addresses"), done.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_cluster_broker_without_an_inter_broker_login_stops_with_one_line(tmp_path):
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "oncelog", "broker", "--data-dir",
+                           str(tmp_path / "d"), "--set",
+                           "listeners=SASL_PLAINTEXT://127.0.0.1:0", "--set",
+                           "zookeeper.connect=127.0.0.1:1", "--set",
+                           "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "oncelog: the inter-broker listener SASL_PLAINTEXT is SASL but no login is configured "
+        "for SCRAM-SHA-512: set listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config "
+        "(or sasl.jaas.config) to '<LoginModule> required username=\"NAME\" "
+        "password=\"SECRET\";' with a user made by oncelog users add"), done.stderr
+    assert "Traceback" not in done.stderr
