@@ -70,8 +70,13 @@ def test_the_host_name_is_checked_unless_identification_is_off(broker_factory, c
     config = {"listeners": "SSL://127.0.0.1:9093", "ssl.truststore.location": str(ca.certificate)}
     connector = inter_broker(BrokerConfig(config), "SSL", "SSL")
     assert _metadata(connector, broker, "localhost").brokers
-    with pytest.raises(ConnectionError, match="TLS handshake failed: .*IP address mismatch"):
+    with pytest.raises(ConnectionError) as refused:
         _metadata(connector, broker, "127.0.0.1")
+    assert str(refused.value) == (
+        f"127.0.0.1:{port}: TLS handshake failed: CERTIFICATE_VERIFY_FAILED: IP address "
+        "mismatch, certificate is not valid for '127.0.0.1'. (the inter-broker listener's "
+        "ssl.truststore.location, ssl.keystore.location, ssl.endpoint.identification."
+        "algorithm)")
     off = inter_broker(BrokerConfig({**config, "ssl.endpoint.identification.algorithm": ""}),
                        "SSL", "SSL")
     assert _metadata(off, broker, "127.0.0.1").brokers
