@@ -260,3 +260,34 @@ def _consume(consumer: Consumer, count: int, timeout_s: float = 30) -> list[byte
         if message is not None and message.error() is None:
             values.append(message.value())
     return values
+
+
+def test_the_java_client_meets_kafkas_authorization_exceptions(acl_broker, java_probe):
+    """kafka-clients (Java) as alice, allowed to write orders and nothing else: its send to
+    orders is acknowledged; a send to secret, a transactional producer and a consumer group
+    each fail with the exception Kafka's brokers make it throw."""
+    admin = AdminClient(_config(acl_broker, "admin"))
+    _create_topic(admin, "orders")
+    _create_topic(admin, "secret")
+    _allow(admin, "alice", AclOperation.WRITE, ResourceType.TOPIC, "orders")
+    _allow(admin, "alice", AclOperation.READ, ResourceType.TOPIC, "orders")
+    jaas = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="alice" password="{PASSWORDS["alice"]}";')
+    config = ("security.protocol=SASL_PLAINTEXT sasl.mechanism=SCRAM-SHA-256 "
+              f"sasl.jaas.config={jaas.replace(' ', '%20')}")
+    run = java_probe.run(acl_broker.bootstrap,
+                         f"producer name=p acks=all max.block.ms=10000 {config}",
+                         "send producer=p topic=orders partition=0",
+                         "send producer=p topic=secret partition=0",
+                         f"producer name=t transactional.id=alices max.block.ms=10000 {config}",
+                         f"consumer name=c topics=orders subscribe=true group.id=billing "
+                         f"{config}",
+                         "poll consumer=c count=1 timeout_ms=10000")
+    sent = [e for e in run.events if e.get("event") == "sent"]
+    assert [e["topic"] for e in sent] == ["orders"], run.explain()
+    errors = [e for e in run.events if e.get("event") == "error"]
+    thrown = {e["step"].split()[0] + (" secret" if "secret" in e["step"] else ""):
+              " ".join([e["exception"], *e.get("causes", [])]) for e in errors}
+    assert "TopicAuthorizationException" in thrown.get("send secret", ""), run.explain()
+    assert "TransactionalIdAuthorizationException" in thrown.get("producer", ""), run.explain()
+    assert "GroupAuthorizationException" in thrown.get("poll", ""), run.explain()

@@ -38,7 +38,9 @@ from ..controller.live_brokers import LiveBrokers
 from ..controller.store import (BrokerRegistration, Endpoint, MetadataChange, MetadataEvent,
                                 MetadataStore, NodeIdInUse, StoreCalls, StoreUnavailable)
 from ..coordinator.leadership import CoordinatorLeadership
+from ..coordinator.transaction.markers import connect_with
 from ..net.client import CLIENT_ID
+from ..net.connector import PLAINTEXT, inter_broker
 from ..partition import LeadershipLease, PartitionManager
 from ..security.principal import ANONYMOUS, PrincipalMapper
 from ..security.sasl import SaslServer, sasl_mechanisms
@@ -78,13 +80,13 @@ class Broker:
         self._sasl: dict[str, tuple[str, ...]] = {
             e.listener: sasl_mechanisms(config, e.listener)
             for e in self.listeners.bound if e.security_protocol.startswith("SASL_")}
+        # how this broker reaches the others (fetchers, transaction markers and
+        # verification): the inter-broker listener's protocol, TLS context and SASL login,
+        # read now so that a login that cannot work stops the broker before it starts
+        self.connector = PLAINTEXT
         if config["zookeeper.connect"]:
             inter = self.listeners.advertised_endpoint(self.listeners.inter_broker)
-            if inter.security_protocol != "PLAINTEXT":
-                raise ConfigError(f"inter.broker.listener.name {inter.listener} is "
-                                  f"{inter.security_protocol}: brokers of a cluster reach each "
-                                  "other over PLAINTEXT only so far; add a PLAINTEXT listener "
-                                  "for them (on an address only they reach)")
+            self.connector = inter_broker(config, inter.listener, inter.security_protocol)
         self.data_dir = config.data_dir
         # the cluster id and (when configured as 0) advertised ports are filled in by run()
         self.identity = ClusterIdentity(bool(config["zookeeper.connect"]),
@@ -115,7 +117,8 @@ class Broker:
         self.servers: list[asyncio.Server] = []  # one per listener, made by run()
         # what request handlers use, and nothing else of the broker (services.py)
         self.services = build_services(config, self.identity, self.partitions, self.store,
-                                       self.store_calls, self.brokers, clock)
+                                       self.store_calls, self.brokers, clock,
+                                       connect_with(self.connector))
         self.flusher = self.services.flusher
         self.producer_ids = self.services.producer_ids
         self.offsets_topic = self.services.offsets_topic
@@ -135,17 +138,20 @@ class Broker:
 
     def _warn_of_an_unauthorized_inter_broker_principal(self) -> None:
         """With ACLs on, brokers need ClusterAction on the cluster to replicate and to write
-        transaction markers; over a PLAINTEXT inter-broker listener they are User:ANONYMOUS
-        (as in Kafka), which usually belongs in super.users."""
+        transaction markers; they are who their inter-broker connection says (the SASL login,
+        or User:ANONYMOUS over PLAINTEXT, as in Kafka), which usually belongs in super.users.
+        (A certificate's principal is the other broker's to map: not checked here.)"""
         authorizer = self.services.acls.authorizer
         if not (self.cluster_mode and authorizer.enabled):
             return
-        inter = self.listeners.advertised_endpoint(self.listeners.inter_broker)
-        if inter.security_protocol == "PLAINTEXT" and ANONYMOUS not in authorizer.super_users:
-            log.warning("broker %d: brokers reach each other on listener %s (PLAINTEXT) as %s, "
-                        "which is not in super.users: unless an ACL allows it ClusterAction on "
-                        "the cluster, replication and transaction markers are refused",
-                        self.node_id, inter.listener, ANONYMOUS)
+        login = self.connector.login
+        principal = (f"User:{login.username}" if login is not None
+                     else ANONYMOUS if self.connector.protocol == "PLAINTEXT" else None)
+        if principal is not None and principal not in authorizer.super_users:
+            log.warning("broker %d: brokers reach each other on listener %s as %s, which is "
+                        "not in super.users: unless an ACL allows it ClusterAction on the "
+                        "cluster, replication and transaction markers are refused",
+                        self.node_id, self.listeners.inter_broker, principal)
 
     @property
     def cluster_id(self) -> str:
@@ -381,7 +387,7 @@ class Broker:
         self.membership = ClusterMembership(
             self.config, self.store, self.store_calls, self.partitions, self.lease,
             self.brokers, self.registration, on_applied=leadership.follow,
-            on_lease_lapsed=self._drop_client_connections)
+            on_lease_lapsed=self._drop_client_connections, connector=self.connector)
 
     def _drop_client_connections(self) -> None:
         """Close every connection but the other brokers' replication ones (the lease ran

@@ -67,8 +67,11 @@ class BrokerProcess:
     def __init__(self, data_dir: Path, *, port: int | None = None, host: str = "127.0.0.1",
                  settings: dict[str, str] | None = None, log_path: Path | None = None,
                  extra_args: list[str] | None = None, env: dict[str, str] | None = None,
-                 command_prefix: list[str] | None = None) -> None:
+                 command_prefix: list[str] | None = None,
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.data_dir = Path(data_dir)
+        # the one listener's protocol (named after it, as Kafka's default names it)
+        self.security_protocol = security_protocol
         self.host = host
         self.port = port or free_port(host)
         self._port_chosen_here = port is None
@@ -92,7 +95,9 @@ class BrokerProcess:
     def command(self) -> list[str]:
         # ``listeners`` among the settings (several, named) replaces --listen; the first
         # of them is expected at ``host:port``
-        listen = [] if "listeners" in self.settings else ["--listen", self.bootstrap]
+        listen = [] if "listeners" in self.settings else ["--listen", self.bootstrap] \
+            if self.security_protocol == "PLAINTEXT" else \
+            ["--set", f"listeners={self.security_protocol}://{self.bootstrap}"]
         args = [*self.command_prefix, sys.executable, "-m", "oncelog", "broker", *listen,
                 "--data-dir", str(self.data_dir)]
         for name, value in self.settings.items():

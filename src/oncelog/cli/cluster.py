@@ -23,7 +23,8 @@ import time
 import click
 
 from . import main
-from .common import Failure, bootstrap_option, user_path
+from .common import (DEFAULT_BOOTSTRAP, BootstrapServers, Failure, check_bootstrap,
+                     user_path)
 
 
 @main.group()
@@ -49,7 +50,13 @@ def cluster() -> None:
                    "bridge this command creates and removes, so that `oncelog cluster "
                    "partition` can cut them apart (root on Linux, ip and nft). Brokers listen "
                    "on PORT of their own address.")
-def cluster_start(brokers, data_dir, first_port, settings, zookeepers, isolated) -> None:
+@click.option("--secure", is_flag=True,
+              help="Every broker listens on SASL_SSL only, for clients and for each other: a "
+                   "certificate authority, certificates and SCRAM-SHA-512 users (admin, "
+                   "broker) are made in DATA_DIR/secure, with client properties files to "
+                   "connect with.")
+def cluster_start(brokers, data_dir, first_port, settings, zookeepers, isolated,
+                  secure) -> None:
     """Start ZooKeeper and BROKERS brokers on loopback (or, --isolated, each in a network
     namespace of its own); stop them all on Ctrl-C."""
     from ..cluster import control
@@ -57,6 +64,9 @@ def cluster_start(brokers, data_dir, first_port, settings, zookeepers, isolated)
     from ..cluster.local import ISOLATED_BROKER_PORT, LocalCluster
     from ..cluster.zookeeper_process import ZooKeeperNotInstalled, ZooKeeperStartError
     from .common import parse_pair
+    if secure and isolated:
+        raise Failure("--secure and --isolated cannot be combined yet: the brokers' "
+                      "certificates name 127.0.0.1 and localhost, not the isolated addresses")
     missing = missing_prerequisites() if isolated else []
     if missing:  # checked before anything is made: no folder, no process, no namespace
         raise Failure(str(IsolationUnavailable(missing)))
@@ -72,9 +82,16 @@ def cluster_start(brokers, data_dir, first_port, settings, zookeepers, isolated)
         ports = ([first_port + i for i in range(brokers)] if first_port else
                  [port if port and _free(port) else None
                   for port in control.previous_ports(data_dir, brokers)])
+    security: dict = {}
+    files = None
+    if secure:
+        from ..cluster.secure import PROTOCOL, prepare
+        files = prepare(data_dir / "secure")
+        security = {"security_protocol": PROTOCOL, "config_file": files.broker_properties,
+                    "client_config": files.client_config(), "before_brokers": files.add_users}
     local = LocalCluster(data_dir, brokers, settings=dict(parse_pair(s) for s in settings),
                          ports=ports, zookeepers=zookeepers, isolated=isolated,
-                         subnet=subnet)
+                         subnet=subnet, **security)
     what = "ZooKeeper" if zookeepers == 1 else f"a {zookeepers}-node ZooKeeper ensemble"
     where = " each in a network namespace of its own" if isolated else ""
     click.echo(f"starting {what} and {brokers} brokers{where} in {data_dir} ...")
@@ -109,6 +126,8 @@ def cluster_start(brokers, data_dir, first_port, settings, zookeepers, isolated)
             click.echo(f"broker {node_id}: {process.bootstrap} (pid {process.pid}, log "
                        f"{process.log_path})")
         click.echo(f"bootstrap servers: {local.bootstrap}")
+        if files is not None:
+            _echo_security(files)
         if local.network is not None:
             _echo_network(local.network, data_dir)
         click.echo(f"restart broker N: oncelog cluster restart-broker N --data-dir {data_dir}")
@@ -118,6 +137,19 @@ def cluster_start(brokers, data_dir, first_port, settings, zookeepers, isolated)
         click.echo("stopping the cluster ...")
         local.stop()
         click.echo("stopped")
+
+
+def _echo_security(files) -> None:
+    from ..cluster.secure import BROKER_USER, MECHANISM
+    directory = files.directory
+    click.echo(f"security: every listener is SASL_SSL ({MECHANISM}); brokers log in to each "
+               f"other as user {BROKER_USER}; ZooKeeper stays on loopback")
+    click.echo(f"certificate authority: {files.ca_file}")
+    click.echo(f"admin user: admin, its password in {directory / 'passwords.json'} "
+               "(readable by you only)")
+    click.echo(f"client properties (librdkafka: kcat -F, confluent-kafka): "
+               f"{files.client_properties}")
+    click.echo(f"client properties (Kafka's tools, --command-config): {files.java_properties}")
 
 
 def _remove_stale_network(data_dir) -> None:
@@ -272,18 +304,22 @@ def cluster_restart_broker(node_id, data_dir) -> None:
 
 
 @cluster.command("status")
-@bootstrap_option
+@click.option("--bootstrap", "-b", type=BootstrapServers(), default=None, metavar="HOST:PORT",
+              help=f"A broker to bootstrap from [default: {DEFAULT_BOOTSTRAP}, or the brokers "
+                   "of a cluster started with --secure in --data-dir].")
 @click.option("--data-dir", type=user_path(file_okay=False),
               default="oncelog-cluster", show_default=True,
               help="The --data-dir of a running oncelog cluster start, whose ZooKeeper nodes "
-                   "are listed with their mode.")
+                   "are listed with their mode (and, started with --secure, whose admin user "
+                   "asks).")
 def cluster_status(bootstrap, data_dir) -> None:
     """Brokers, the controller, and partitions that are under-replicated or offline; the
     ZooKeeper nodes of the cluster that `oncelog cluster start` runs in --data-dir, with
     their mode (leader, follower, standalone)."""
     from ..client.metadata import fetch_metadata
+    bootstrap, connector = _status_target(bootstrap, data_dir)
     try:
-        metadata = fetch_metadata(bootstrap)
+        metadata = fetch_metadata(bootstrap, connector=connector)
     except ConnectionError as error:
         raise Failure(f"cannot reach a broker at {bootstrap}: {error}") from None
     click.echo(f"cluster {metadata.cluster_id}, controller {metadata.controller_id}")
@@ -307,6 +343,23 @@ def cluster_status(bootstrap, data_dir) -> None:
                        f"isr {list(partition.isr_nodes)}")
     if offline:
         sys.exit(2)
+
+
+def _status_target(bootstrap, data_dir):
+    """Where ``cluster status`` asks, and how: a running cluster started with --secure in
+    ``data_dir`` is asked over SASL_SSL as its admin (at its brokers unless --bootstrap says
+    otherwise); anything else over PLAINTEXT, once the address answers."""
+    from ..cluster import control
+    from ..cluster import secure
+    state = control.read_state(data_dir) or {}
+    files = secure.load(data_dir / "secure")
+    if (state.get("security_protocol") == secure.PROTOCOL and files is not None
+            and control.running_owner(data_dir) is not None):
+        brokers = ",".join(b["bootstrap"] for b in (state.get("brokers") or {}).values())
+        return bootstrap or brokers, files.connector()
+    bootstrap = bootstrap or DEFAULT_BOOTSTRAP
+    check_bootstrap(bootstrap)
+    return bootstrap, None
 
 
 def _zookeeper_status(data_dir) -> None:

@@ -11,26 +11,29 @@ import asyncio
 
 from ..protocol import messages
 from ..net.client import BrokerClient
+from ..net.connector import Connector
 from .bootstrap import describe_connection_error, parse_bootstrap
 
 METADATA_VERSION = 9
 
 
-def fetch_metadata(bootstrap: str, topics: list[str] | None = None, timeout_s: float = 10.0):
+def fetch_metadata(bootstrap: str, topics: list[str] | None = None, timeout_s: float = 10.0,
+                   connector: Connector | None = None):
     """A ``MetadataResponse`` from the first of ``bootstrap``'s servers that answers; raises
     ConnectionError saying why when none does, ValueError when ``bootstrap`` is not
-    HOST:PORT[,...]. Never creates topics."""
+    HOST:PORT[,...]. Never creates topics. ``connector``: TLS and SASL (None: PLAINTEXT)."""
     errors = []
     for host, port in parse_bootstrap(bootstrap):
         try:
-            return asyncio.run(_ask(host, port, topics, timeout_s))
+            return asyncio.run(_ask(host, port, topics, timeout_s, connector))
         except ConnectionError as error:
             errors.append(describe_connection_error(error))
     raise ConnectionError("; ".join(errors))
 
 
-async def _ask(host: str, port: int, topics: list[str] | None, timeout_s: float):
-    client = BrokerClient(host, port, timeout_s=timeout_s)
+async def _ask(host: str, port: int, topics: list[str] | None, timeout_s: float,
+               connector: Connector | None = None):
+    client = BrokerClient(host, port, timeout_s=timeout_s, connector=connector)
     M = messages.MetadataRequest
     request = M(topics=None if topics is None else [M.MetadataRequestTopic(name=t)
                                                     for t in topics],

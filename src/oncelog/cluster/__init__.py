@@ -13,6 +13,9 @@
 - ``isolation`` — ``IsolatedNetwork``: nodes in network namespaces on one bridge, and
   Jepsen's faults (isolate, split, cut, cut_from, slow) applied and healed on command, for
   tests under real network partitions (issue 31); ``delay_relay`` delays TCP for ``slow``.
+- ``secure`` — ``oncelog cluster start --secure``'s files: a certificate authority, the
+  brokers' certificate, SCRAM users (``admin``, ``broker``) and the client properties, for a
+  cluster on SASL_SSL only (brokers authenticating to each other too).
 - ``acks_table`` — ``oncelog cluster acks-table``: what each producer and broker setting
   keeps when leaders die, measured on a 3-broker cluster.
 """

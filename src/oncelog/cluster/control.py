@@ -77,6 +77,8 @@ def write_state(data_dir: Path, local) -> None:
     """``local`` (a started ``LocalCluster``) as owned by this process."""
     state = {
         "owner": {"pid": os.getpid(), "started": process_start_time(os.getpid())},
+        # SASL_SSL for a cluster started with --secure (its files in <data-dir>/secure)
+        "security_protocol": local.security_protocol,
         "zookeeper": None if local.ensemble is None else {
             "connect": local.zookeeper_connect,
             "nodes": {str(server_id): {"address": node.connect_string, "pid": node.pid,

@@ -16,6 +16,13 @@ and removes (nodes ``broker-N`` and ``zookeeper-N``; brokers on port 9092, ZooKe
 usual ports); clients in the root namespace reach the brokers at their advertised addresses.
 Then the network faults: ``isolate``, ``split``, ``cut``, ``cut_from_zookeeper``, ``slow`` and
 ``heal`` (each names nodes as ``broker-N``/``zookeeper-N`` or broker ids).
+
+A secured cluster (``oncelog cluster start --secure``, the security tests) gives the
+brokers' secrets in ``config_file`` (a properties file every broker reads with ``--config``:
+never on a command line, which ``ps`` shows to every user), its own checks' client settings
+in ``client_config`` (librdkafka's: ``security.protocol``, ``sasl.*``, ``ssl.ca.location``),
+and ``before_brokers``, called with ``zookeeper.connect`` once ZooKeeper runs and before any
+broker starts (the SCRAM users the brokers log in to each other as).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..broker.process import BrokerExited, BrokerProcess, exit_reason
@@ -64,8 +71,15 @@ class LocalCluster:
     def __init__(self, data_dir: Path, brokers: int = 3, *, zookeeper_connect: str | None = None,
                  settings: dict[str, str] | None = None, host: str = "127.0.0.1",
                  ports: Sequence[int | None] | None = None, zookeepers: int = 1,
-                 isolated: bool = False, subnet: str | None = None) -> None:
+                 isolated: bool = False, subnet: str | None = None,
+                 config_file: Path | None = None, client_config: dict[str, str] | None = None,
+                 before_brokers: Callable[[str], None] | None = None,
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.data_dir = Path(data_dir)
+        self.security_protocol = security_protocol  # every broker's one listener's
+        self.config_file = config_file
+        self.client_config = dict(client_config or {})  # librdkafka's, for our own checks
+        self._before_brokers = before_brokers
         self.host = host
         if isolated and zookeeper_connect:
             raise ValueError("an isolated cluster starts its own ZooKeeper nodes")
@@ -105,6 +119,9 @@ class LocalCluster:
             if self.ensemble is not None:
                 self.ensemble.start()
                 self.zookeeper_connect = self.ensemble.connect_string + CHROOT
+            if self._before_brokers is not None:
+                assert self.zookeeper_connect is not None  # ours, or the one given
+                self._before_brokers(self.zookeeper_connect)
             for node_id in range(1, self._count + 1):
                 port = self._ports[node_id - 1] if node_id <= len(self._ports) else None
                 self.brokers[node_id] = self._broker_process(node_id, port)
@@ -156,14 +173,17 @@ class LocalCluster:
         assert self.zookeeper_connect is not None  # known once ZooKeeper runs
         settings = {"node.id": str(node_id), "zookeeper.connect": self.zookeeper_connect,
                     **self.settings}
+        extra_args = ["--config", str(self.config_file)] if self.config_file else []
         if self.network is not None:
             node = f"broker-{node_id}"
             return BrokerProcess(directory / "data", port=port or ISOLATED_BROKER_PORT,
                                  host=self.network.address(node), settings=settings,
-                                 log_path=directory / "broker.log",
-                                 command_prefix=self.network.exec_prefix(node))
+                                 log_path=directory / "broker.log", extra_args=extra_args,
+                                 command_prefix=self.network.exec_prefix(node),
+                                 security_protocol=self.security_protocol)
         return BrokerProcess(directory / "data", port=port, host=self.host, settings=settings,
-                             log_path=directory / "broker.log")
+                             log_path=directory / "broker.log", extra_args=extra_args,
+                             security_protocol=self.security_protocol)
 
     def wait_for_brokers(self, node_ids: set[int], timeout_s: float = 30.0) -> None:
         """Until every broker's Metadata lists exactly ``node_ids`` as live."""
@@ -182,7 +202,8 @@ class LocalCluster:
                             f" while the cluster formed: {reason}; see {process.log_path}")
                     continue
                 try:
-                    admin = AdminClient({"bootstrap.servers": process.bootstrap})
+                    admin = AdminClient({"bootstrap.servers": process.bootstrap,
+                                         **self.client_config})
                     seen = set(admin.list_topics(timeout=2).brokers)
                 except Exception:
                     seen = set()

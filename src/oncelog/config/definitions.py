@@ -128,6 +128,14 @@ BROKER_CONFIGS = {d.name: d for d in (
     ConfigDef("sasl.enabled.mechanisms", _str, "SCRAM-SHA-256,SCRAM-SHA-512",
               "The SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, "
               "SCRAM-SHA-512 (Kafka's default, GSSAPI, is not served)."),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", _str, "GSSAPI",
+              "The SASL mechanism a broker authenticates to another with on a SASL "
+              "inter-broker listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's "
+              "default, GSSAPI, is not served)."),
+    ConfigDef("sasl.jaas.config", _str, "",
+              "The inter-broker login, as Kafka writes it: '<LoginModule> required "
+              "username=\"NAME\" password=\"SECRET\";' (per listener and mechanism as "
+              "listener.name.<listener>.<mechanism>.sasl.jaas.config).", sensitive=True),
     ConfigDef("connections.max.reauth.ms", _int, "0",
               "KIP-368: a SASL session's lifetime, after which the client authenticates "
               "again on its connection (0: sessions do not end).", minimum=0),
@@ -361,6 +369,8 @@ class BrokerConfig:
         self.ignored: list[str] = []  # names Kafka knows but oncelog does not use
         # listener.name.<listener>.<config>: a config for one listener (listener lower-cased)
         self.per_listener: dict[str, dict[str, str]] = {}
+        # listener.name.<listener>.<mechanism>.sasl.jaas.config: (listener, MECHANISM) -> login
+        self.listener_jaas: dict[tuple[str, str], str] = {}
         # Aliases first, so the precise spelling (log.retention.ms) wins, as in Kafka.
         items = sorted((explicit or {}).items(), key=lambda item: item[0] not in _ALIASES)
         for name, raw in items:
@@ -392,6 +402,10 @@ class BrokerConfig:
         """Keep ``listener.name.<listener>.<config>`` when ``<config>`` is one of ours (its
         value checked); False for any other (Kafka's own per-listener settings: ignored)."""
         listener, _, config = name[len(LISTENER_PREFIX):].partition(".")
+        mechanism, _, rest = config.partition(".")
+        if listener and mechanism and rest == "sasl.jaas.config":  # Kafka's per mechanism
+            self.listener_jaas[(listener.lower(), mechanism.upper())] = raw
+            return True
         if config not in BROKER_CONFIGS or not listener:
             return False
         parse_value(BROKER_CONFIGS[config], raw, name)
@@ -406,6 +420,14 @@ class BrokerConfig:
         else the broker's."""
         raw = self.per_listener.get(listener.lower(), {}).get(name)
         return self[name] if raw is None else parse_value(BROKER_CONFIGS[name], raw)
+
+    def jaas_config(self, listener: str, mechanism: str) -> str:
+        """The login for ``mechanism`` on ``listener``, as Kafka looks it up:
+        ``listener.name.<listener>.<mechanism>.sasl.jaas.config``, else ``sasl.jaas.config``
+        (per listener, else the broker's)."""
+        given = self.listener_jaas.get((listener.lower(), mechanism.upper()))
+        return given if given is not None else str(self.for_listener(listener,
+                                                                     "sasl.jaas.config"))
 
     def source(self, name: str) -> str:
         return "static" if name in self.explicit else "default"

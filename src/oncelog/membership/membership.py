@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..partition import LeadershipLease, Partition, PartitionManager
+from ..net.connector import PLAINTEXT, Connector
 from ..replication.fetcher import ReplicaFetcher
 from ..controller.controller import Controller
 from ..controller.live_brokers import LiveBrokers
@@ -73,7 +74,8 @@ class ClusterMembership:
                  fetcher_factory: FetcherFactory | None = None,
                  monotonic: Callable[[], float] = time.monotonic,
                  run_blocking: RunBlocking = asyncio.to_thread,
-                 on_lease_lapsed: Callable[[], None] = lambda: None) -> None:
+                 on_lease_lapsed: Callable[[], None] = lambda: None,
+                 connector: Connector = PLAINTEXT) -> None:
         self.config = config
         self.store = store
         self.calls = calls
@@ -90,6 +92,7 @@ class ClusterMembership:
         # the world, injected (a simulation passes its own): follower fetchers, the clock,
         # and how blocking file writes are run
         self.fetcher_factory = fetcher_factory or self._real_fetcher
+        self.connector = connector  # how the real fetchers reach leaders (TLS, SASL)
         self.monotonic = monotonic
         self.run_blocking = run_blocking
         self.controller = Controller(store, self.node_id, self._unclean_for)
@@ -196,7 +199,8 @@ class ClusterMembership:
 
     def _real_fetcher(self, leader_id: int, registration: BrokerRegistration) -> Fetcher:
         return ReplicaFetcher(self.node_id, leader_id, registration.host, registration.port,
-                              self.partitions.all_partitions, self.config)
+                              self.partitions.all_partitions, self.config,
+                              connector=self.connector)
 
     def stop_fetchers(self) -> None:
         for _, task in self.fetchers.values():

@@ -18,17 +18,27 @@ measured the follower's CPU per byte halved by both). While the rest of a large 
 on its way, ``SO_RCVLOWAT`` asks the kernel to wake us only once it is there (or as much of
 it as the kernel allows, a few megabytes): read as it trickled in over loopback, a megabyte
 took about nine reads, each a wakeup of this process and a pass of the event loop.
+
+A client made with a ``Connector`` (``net.connector``: a broker's connections to other
+brokers) speaks the inter-broker listener's protocol: TLS under the connector's context, and
+SASL authentication before the first request of each connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol import messages
 from ..protocol.messages import ApiMessage
+
+from .connector import AuthenticationError
+
+if TYPE_CHECKING:
+    from .connector import Connector
 
 _SIZE = struct.Struct(">i")
 CLIENT_ID = b"oncelog-replica-fetcher"
@@ -114,9 +124,12 @@ class _ResponseReader(asyncio.BufferedProtocol):
 
 
 class BrokerClient:
-    def __init__(self, host: str, port: int, timeout_s: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, timeout_s: float = 30.0,
+                 connector: Connector | None = None) -> None:
         self.host, self.port = host, port
         self.timeout_s = timeout_s
+        self.connector = connector  # None: PLAINTEXT
+        self._session_ends: float | None = None  # a SASL session's end (monotonic seconds)
         self._transport: asyncio.Transport | None = None
         self._reader: _ResponseReader | None = None
         self._correlation_id = 0
@@ -133,17 +146,46 @@ class BrokerClient:
             try:
                 return await asyncio.wait_for(self._round_trip(request, version),
                                               self.timeout_s)
+            except AuthenticationError as error:  # said as it is, once per back-off
+                self.close()
+                raise AuthenticationError(f"{self.host}:{self.port}: {error}") from None
+            except ssl.SSLError as error:
+                self.close()
+                assert self.connector is not None  # TLS only with a connector
+                raise ConnectionError(f"{self.host}:{self.port}: "
+                                      f"{self.connector.tls_failed(error)}") from None
             except (TimeoutError, OSError, ValueError, EOFError) as error:
                 self.close()
                 raise ConnectionError(f"{self.host}:{self.port}: {type(error).__name__}: "
                                       f"{error}") from None
 
     async def _round_trip(self, request: ApiMessage, version: int) -> Any:
+        loop = asyncio.get_running_loop()
+        if (self._session_ends is not None and self.connector is not None
+                and self.connector.monotonic() >= self._session_ends):
+            self.close()  # the SASL session ends soon: a new connection, a new login
         if self._transport is None or self._reader is None or self._reader.error is not None:
             self.close()
-            loop = asyncio.get_running_loop()
+            await self._connect(loop)
+        return await self._exchange(request, version)
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> None:
+        connector = self.connector
+        if connector is None:
             self._transport, self._reader = await loop.create_connection(
                 _ResponseReader, self.host, self.port)
+            return
+        connector.check_not_refused(self.host, self.port)
+        context = connector.ssl_context
+        self._transport, self._reader = await loop.create_connection(
+            _ResponseReader, self.host, self.port, ssl=context,
+            server_hostname=self.host if context is not None else None)
+        if connector.login is not None:
+            self._session_ends = await connector.authenticate(self.host, self.port,
+                                                              self._exchange)
+
+    async def _exchange(self, request: ApiMessage, version: int) -> Any:
+        assert self._transport is not None and self._reader is not None
         api_key = request.API_KEY
         self._correlation_id += 1
         head = struct.pack(">hhih", api_key, version, self._correlation_id,
@@ -168,3 +210,4 @@ class BrokerClient:
         if self._transport is not None:
             self._transport.close()
         self._transport = self._reader = None
+        self._session_ends = None

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from ..net.client import BrokerClient
+from ..net.connector import PLAINTEXT, AuthenticationError, Connector
 from ..partition import Partition
 from ..protocol import messages
 from ..protocol.messages import FetchResponse, OffsetForLeaderEpochResponse, builder
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 
 class LeaderClient(Protocol):
-    """What the fetcher asks its leader through (``BrokerClient``: one TCP connection)."""
+    """What the fetcher asks its leader through (``net.BrokerClient``: one TCP connection)."""
 
     async def request(self, request: Any, version: int) -> Any: ...
 
@@ -78,7 +78,7 @@ _fetch_partition = builder(FetchTopic.FetchPartition)
 class ReplicaFetcher:
     def __init__(self, node_id: int, leader_id: int, host: str, port: int,
                  partitions: Callable[[], Iterable[Partition]], config: BrokerConfig, *,
-                 client: LeaderClient | None = None,
+                 client: LeaderClient | None = None, connector: Connector = PLAINTEXT,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
@@ -88,8 +88,9 @@ class ReplicaFetcher:
         self.partition_max_bytes = config["replica.fetch.max.bytes"]
         self.response_max_bytes = config["replica.fetch.response.max.bytes"]
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
-        # how requests reach the leader (a simulation passes its own) and the clock
-        self.client: LeaderClient = client or BrokerClient(
+        # how requests reach the leader (the inter-broker listener's protocol, through
+        # ``connector``; a simulation passes its own client) and the clock
+        self.client: LeaderClient = client or connector.client(
             host, port, timeout_s=self.wait_max_ms / 1000 + 30)
         self.monotonic = monotonic
         self._checked_epoch: dict[str, int] = {}  # partition -> leader epoch we truncated for
@@ -134,8 +135,11 @@ class ReplicaFetcher:
                     connected = True
                 except ConnectionError as error:
                     if connected:
-                        log.warning("%s: %s; retrying every %.1f s", self, error,
-                                    self.backoff_s)
+                        # a refused login is retried on the connector's longer back-off
+                        retry = ("retrying with a back-off from 2 s to 30 s"
+                                 if isinstance(error, AuthenticationError)
+                                 else f"retrying every {self.backoff_s:.1f} s")
+                        log.warning("%s: %s; %s", self, error, retry)
                     connected = False
                     await asyncio.sleep(self.backoff_s)
         finally:

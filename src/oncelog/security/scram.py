@@ -12,6 +12,13 @@ and ours, the salt, the iterations), the client's final (the proof) checked in c
 the server's final (its signature). An unknown user is answered like a known one, with a salt
 and iterations derived from the name and a secret of this process, and fails at the proof
 with the same message as a wrong password: nothing tells whether a user exists.
+
+``ScramClient`` is the other side, for a broker authenticating to another broker
+(``net.connector``): the client-first message (``n,,n=user,r=nonce``), the client-final with
+its proof once the server's salt and iterations are known, and the server-final's signature
+checked - a server that does not know the password's keys cannot forge it, so a client never
+talks on to an impostor (RFC 5802 section 3). Iteration counts outside Kafka's bounds are
+refused before any PBKDF2 is run: a hostile server cannot make a broker spin.
 """
 
 from __future__ import annotations
@@ -180,3 +187,78 @@ class ScramExchange:
         digest_size = hashlib.new(self.digest).digest_size
         return ScramCredential(seed, os.urandom(digest_size), os.urandom(digest_size),
                                DEFAULT_ITERATIONS)
+
+
+class ScramClient:
+    """One SCRAM authentication, client side: ``first()`` -> client-first,
+    ``final(server_first)`` -> client-final, ``verify(server_final)``. Raises
+    AuthenticationFailed naming what was wrong with the server's answer. ``final`` costs one
+    PBKDF2 (milliseconds): run it off the event loop."""
+
+    def __init__(self, mechanism: str, username: str, password: str,
+                 nonce: str | None = None) -> None:
+        self.mechanism = mechanism
+        self.digest = MECHANISMS[mechanism]
+        self.username = username
+        self._password = password
+        self._nonce = nonce if nonce is not None else secrets.token_urlsafe(24)
+        self._client_first_bare = ""
+        self._server_signature = b""
+
+    def __repr__(self) -> str:  # never the password
+        return f"ScramClient({self.mechanism}, {self.username!r})"
+
+    def first(self) -> bytes:
+        name = self.username.replace("=", "=3D").replace(",", "=2C")
+        self._client_first_bare = f"n={name},r={self._nonce}"
+        return f"n,,{self._client_first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        assert self._client_first_bare, "final() before first()"
+        try:
+            text = server_first.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("the server's SCRAM first message is not UTF-8") from None
+        if text.startswith("e="):
+            raise AuthenticationFailed(f"the server refused: {text[2:]}")
+        attributes = _attributes(text)
+        nonce, salt_text, iterations_text = (attributes.get(k, "") for k in "rsi")
+        if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce):
+            raise AuthenticationFailed("the server's SCRAM nonce does not extend ours")
+        try:
+            salt = base64.b64decode(salt_text, validate=True)
+            iterations = int(iterations_text)
+        except ValueError:
+            raise AuthenticationFailed("the server's SCRAM salt or iteration count is "
+                                       "unreadable") from None
+        if not salt or not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+            raise AuthenticationFailed(f"the server asks for {iterations} SCRAM iterations; "
+                                       f"Kafka's bounds are {MIN_ITERATIONS}-{MAX_ITERATIONS}")
+        salted = salted_password(self.digest, self._password.encode(), salt, iterations)
+        client_key = hmac.digest(salted, b"Client Key", self.digest)
+        stored_key = hashlib.new(self.digest, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"  # biws: base64 of the gs2 header "n,,"
+        auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
+        client_signature = hmac.digest(stored_key, auth_message, self.digest)
+        proof = bytes(a ^ b for a, b in zip(client_key, client_signature))
+        server_key = hmac.digest(salted, b"Server Key", self.digest)
+        self._server_signature = hmac.digest(server_key, auth_message, self.digest)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        """The server's signature, checked: only a server that holds our credential's
+        ServerKey can write it."""
+        assert self._server_signature, "verify() before final()"
+        try:
+            attributes = _attributes(server_final.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("the server's SCRAM final message is not UTF-8") from None
+        if "e" in attributes:
+            raise AuthenticationFailed(f"the server refused: {attributes['e']}")
+        try:
+            signature = base64.b64decode(attributes.get("v", ""), validate=True)
+        except ValueError:
+            signature = b""
+        if not hmac.compare_digest(signature, self._server_signature):
+            raise AuthenticationFailed("the server's SCRAM signature is wrong: it does not "
+                                       "hold this user's credential")

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ...protocol.errors import ErrorCode, KafkaError
 from ...protocol.messages import ApiMessage, WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from ...net.client import BrokerClient
+from ...net.connector import Connector
 from ..group.offsets_topic import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -72,8 +73,15 @@ Connect = Callable[[str, int], MarkerClient]
 
 
 def connect_to_broker(host: str, port: int) -> BrokerClient:
-    """One connection to a partition leader, for its WriteTxnMarkers requests."""
+    """One PLAINTEXT connection to a partition leader, for its WriteTxnMarkers requests."""
     return BrokerClient(host, port, timeout_s=MARKER_TIMEOUT_MS / 1000 + 5)
+
+
+def connect_with(connector: Connector) -> Connect:
+    """Connections to other brokers in the inter-broker listener's protocol (TLS, SASL)."""
+    def connect(host: str, port: int) -> BrokerClient:
+        return connector.client(host, port, timeout_s=MARKER_TIMEOUT_MS / 1000 + 5)
+    return connect
 
 
 async def write_marker_locally(partitions: PartitionManager,
@@ -110,6 +118,7 @@ class TransactionMarkers:
         self._broker_address = broker_address
         self._connect = connect
         self._clients: dict[int, MarkerClient] = {}
+        self._last_error: dict[int, str] = {}  # per leader: the connection error last logged
 
     async def write_all(self, partitions: list[tuple[str, int]], producer_id: int,
                         producer_epoch: int, commit: bool, coordinator_epoch: int,
@@ -207,8 +216,13 @@ class TransactionMarkers:
             response: WriteTxnMarkersResponse = await client.request(
                 request, WRITE_TXN_MARKERS_VERSION)
         except ConnectionError as error:
-            log.info("WriteTxnMarkers to broker %d: %s", leader, error)
+            # once per cause, not once per retry (a refused login fails every RETRY_S at once,
+            # the connector backing off: net.connector)
+            if self._last_error.get(leader) != str(error):
+                log.info("WriteTxnMarkers to broker %d: %s", leader, error)
+                self._last_error[leader] = str(error)
             return {p: ErrorCode.NETWORK_EXCEPTION for p in partitions}
+        self._last_error.pop(leader, None)
         out = {p: ErrorCode.UNKNOWN_SERVER_ERROR for p in partitions}
         for marker in response.markers:
             for answered in marker.topics:
