@@ -19,7 +19,7 @@ import time
 import click
 
 from . import main
-from .common import Failure, bootstrap_option
+from .common import Failure, bootstrap_option, client_settings
 
 
 @main.group()
@@ -30,6 +30,12 @@ def transactions() -> None:
 def _run(action, what: str):
     from ..client.bootstrap import describe_connection_error
     from ..client.transactions import TransactionAdminError
+    protocol = client_settings().get("security.protocol", "PLAINTEXT")
+    if protocol != "PLAINTEXT":
+        # client.transactions sends its requests with net.client's BrokerClient, which
+        # speaks PLAINTEXT only so far.
+        raise Failure(f"{what}: oncelog transactions speaks PLAINTEXT only, not "
+                      f"security.protocol {protocol} (Kafka's kafka-transactions.sh does)")
     try:
         return action()
     except TransactionAdminError as error:

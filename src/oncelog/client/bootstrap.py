@@ -10,6 +10,11 @@ builds a client, ``check_bootstrap`` finds out itself, in at most ``timeout_s`` 
 2. The name resolves (``getaddrinfo``), a TCP connection opens, and the server answers an
    ApiVersions request (a stopped or hung process accepts connections through the kernel
    but never answers) - the first server that does is enough, as for the clients.
+   With ``security`` (librdkafka settings, ``client.security``) naming SSL or SASL_SSL the
+   request goes over TLS, verified as librdkafka verifies (the authority of
+   ``ssl.ca.location``, the host name unless ``ssl.endpoint.identification.algorithm`` is
+   ``none``, a client certificate when one is set), so a certificate the client would refuse
+   is named here. SASL needs nothing more: Kafka answers ApiVersions before authentication.
 3. Otherwise ``BrokerUnreachable``: one sentence naming the address and the cause in words
    (connection refused, the name does not resolve, timed out, no route to host), never an
    errno or an exception's name.
@@ -19,8 +24,10 @@ from __future__ import annotations
 
 import errno
 import socket
+import ssl
 import struct
 import time
+from collections.abc import Mapping
 
 # ApiVersions v0 with request header v1 (Kafka's protocol guide): size, api_key 18,
 # api_version 0, correlation_id, client_id; the v0 body is empty. Any broker of any version
@@ -53,12 +60,14 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return servers
 
 
-def check_bootstrap(bootstrap: str, timeout_s: float = 3.0) -> None:
+def check_bootstrap(bootstrap: str, timeout_s: float = 3.0,
+                    security: Mapping[str, str] | None = None) -> None:
     """Return once a server of ``bootstrap`` answers as a Kafka broker; raise ValueError for a
     malformed list, ``BrokerUnreachable`` when no server answers."""
     causes = []
+    tls = _tls_context(security or {})
     for host, port in parse_bootstrap(bootstrap):
-        cause = _unreachable_cause(host, port, timeout_s)
+        cause = _unreachable_cause(host, port, timeout_s, tls)
         if cause is None:
             return
         causes.append((f"[{host}]:{port}" if ":" in host else f"{host}:{port}", cause))
@@ -68,7 +77,35 @@ def check_bootstrap(bootstrap: str, timeout_s: float = 3.0) -> None:
                             + ", nor at ".join(f"{address} ({cause})" for address, cause in causes))
 
 
-def _unreachable_cause(host: str, port: int, timeout_s: float) -> str | None:
+def _tls_context(security: Mapping[str, str]) -> ssl.SSLContext | None:
+    """What librdkafka would verify with these settings; None for a plaintext protocol."""
+    if security.get("security.protocol", "PLAINTEXT") not in ("SSL", "SASL_SSL"):
+        return None
+    try:
+        context = ssl.create_default_context(cafile=security.get("ssl.ca.location"))
+    except (ssl.SSLError, OSError):
+        raise ValueError(f"ssl.ca.location {security['ssl.ca.location']} is not a PEM "
+                         "certificate") from None
+    if security.get("ssl.endpoint.identification.algorithm") == "none":
+        context.check_hostname = False
+    if security.get("enable.ssl.certificate.verification", "true").lower() == "false":
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if "ssl.certificate.location" in security:
+        try:
+            context.load_cert_chain(security["ssl.certificate.location"],
+                                    security.get("ssl.key.location"),
+                                    security.get("ssl.key.password"))
+        except (ssl.SSLError, OSError):
+            raise ValueError(f"cannot use the client certificate "
+                             f"{security['ssl.certificate.location']} with its key (a PEM "
+                             "certificate and key, ssl.key.password for an encrypted "
+                             "key)") from None
+    return context
+
+
+def _unreachable_cause(host: str, port: int, timeout_s: float,
+                       tls: ssl.SSLContext | None = None) -> str | None:
     """None when ``host:port`` answers ApiVersions within ``timeout_s``, else why not."""
     try:
         socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -81,6 +118,17 @@ def _unreachable_cause(host: str, port: int, timeout_s: float) -> str | None:
         return f"connecting timed out after {timeout_s:g} s"
     except OSError as error:
         return describe_os_error(error)
+    if tls is not None:
+        try:
+            connection = tls.wrap_socket(connection, server_hostname=host)
+        except ssl.SSLCertVerificationError as error:
+            connection.close()
+            return f"its TLS certificate is not trusted: {error.verify_message}"
+        except (ssl.SSLError, OSError) as error:
+            connection.close()
+            return ("the TLS handshake failed "
+                    f"({getattr(error, 'reason', None) or describe_os_error(error)}); is "
+                    "it a TLS listener?")
     with connection:
         try:
             connection.settimeout(max(deadline - time.monotonic(), 0.5))
@@ -92,6 +140,10 @@ def _unreachable_cause(host: str, port: int, timeout_s: float) -> str | None:
         except OSError as error:
             return describe_os_error(error)
     if len(answer) < 8 or struct.unpack(">ii", answer)[1] != _PROBE_CORRELATION_ID:
+        if tls is None:
+            return ("it accepts connections but does not answer as a Kafka broker (a TLS "
+                    "listener answers only security.protocol=SSL or SASL_SSL, set in "
+                    "--command-config)")
         return "it accepts connections but does not answer as a Kafka broker"
     return None
 
