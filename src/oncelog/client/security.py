@@ -26,6 +26,7 @@ kafka-python's keyword arguments for the same settings.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -184,6 +185,30 @@ def _from_jaas(jaas: str, mechanism: str | None, fail) -> dict[str, str]:
                    f"sasl.mechanism {mechanism}")
     return {"sasl.mechanism": mechanism, "sasl.username": options["username"],
             "sasl.password": options["password"]}
+
+
+# A process's ``--command-config`` file, handed to its child processes (``oncelog verify``'s
+# producers, consumers and Spark job) by path: the secrets stay in the file, off every
+# command line.
+ENVIRONMENT = "ONCELOG_COMMAND_CONFIG"
+
+
+def from_environment() -> dict[str, str]:
+    """The librdkafka settings of the file ``ONCELOG_COMMAND_CONFIG`` names; ``{}`` without."""
+    return client_security(os.environ.get(ENVIRONMENT) or None)
+
+
+# What ``translate`` reads; every other client setting is someone else's.
+SECURITY_SETTINGS = frozenset({
+    "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config",
+    "ssl.truststore.location", "ssl.truststore.type", "ssl.keystore.location",
+    "ssl.keystore.type", "ssl.endpoint.identification.algorithm", *_AS_IS, *_JAVA_ONLY})
+
+
+def split_security(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``settings`` -> (the security settings ``translate`` reads, the others)."""
+    return ({k: v for k, v in settings.items() if k in SECURITY_SETTINGS},
+            {k: v for k, v in settings.items() if k not in SECURITY_SETTINGS})
 
 
 def uses_tls(settings: Mapping[str, str]) -> bool:

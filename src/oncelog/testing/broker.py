@@ -155,14 +155,14 @@ TEST_MECHANISM = "SCRAM-SHA-512"
 class Broker(_WireFaultMethods):
     def __init__(self, data_dir: Path | None = None, *, settings: dict[str, str] | None = None,
                  wire_faults: bool = True, security: str | None = None) -> None:
-        self._own_dir = data_dir is None
-        self.directory = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(
-            prefix="oncelog-test-broker-"))
         if security is not None and security.upper() == "PLAINTEXT":
             security = None
         if security is not None and security.upper() not in SECURITY_PROTOCOLS:
             raise ValueError(f"security must be one of {', '.join(SECURITY_PROTOCOLS)}, "
                              f"not {security!r}")
+        self._own_dir = data_dir is None
+        self.directory = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(
+            prefix="oncelog-test-broker-"))
         self.security_protocol = security.upper() if security else "PLAINTEXT"
         self.ca_file: Path | None = None
         self.username: str | None = None
