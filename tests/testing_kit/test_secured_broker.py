@@ -93,5 +93,10 @@ def test_an_ssl_broker_in_a_with_block_refuses_a_plaintext_client_and_admits_its
         plain = AdminClient({"bootstrap.servers": started.bootstrap, "log_level": 0})
         with pytest.raises(Exception, match="Broker transport failure|timed out"):
             plain.list_topics(timeout=3)
+        with pytest.raises(RuntimeError, match="this broker's SSL listener encrypts them"):
+            started.fail_next("Produce")
+        started.kill()
+        started.restart()
+        assert [r.value for r in started.read_all(topic)] == [b"over TLS"]
         pid = started.pid
     assert not pid_alive(pid)

@@ -124,23 +124,27 @@ class _WireFaultMethods:
 
     faults: WireFaults
 
+    def _armable(self) -> WireFaults:
+        """Where a wire fault is armed (a broker without a proxy that could play it says so)."""
+        return self.faults
+
     def fail_next(self, api: str = "Produce", error: str = "NOT_LEADER_OR_FOLLOWER",
                   count: int | None = 1, topic: str | None = None,
                   partition: int | None = None) -> WireFault:
-        return self.faults.fail_next(api, error, count, topic, partition)
+        return self._armable().fail_next(api, error, count, topic, partition)
 
     def drop_response(self, api: str = "Produce", count: int | None = 1) -> WireFault:
-        return self.faults.drop_response(api, count)
+        return self._armable().drop_response(api, count)
 
     def delay(self, api: str | None = None, ms: float = 100.0,
               count: int | None = None) -> WireFault:
-        return self.faults.delay(api, ms, count)
+        return self._armable().delay(api, ms, count)
 
     def disconnect_on(self, api: str, count: int | None = 1) -> WireFault:
-        return self.faults.disconnect_on(api, count)
+        return self._armable().disconnect_on(api, count)
 
     def blackhole(self, client_id: str) -> WireFault:
-        return self.faults.blackhole(client_id)
+        return self._armable().blackhole(client_id)
 
     def clear_faults(self) -> None:
         self.faults.clear()
@@ -183,6 +187,14 @@ class Broker(_WireFaultMethods):
         self.proxy: WireProxy | None = None
         self._admin = None
         self.paused = False
+
+    def _armable(self) -> WireFaults:
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            raise RuntimeError(f"wire faults need the kit's fault proxy, which reads Kafka's "
+                               f"frames; this broker's {self.security_protocol} listener "
+                               "encrypts them, so it has none (process faults work: kill, "
+                               "restart, pause)")
+        return self.faults
 
     def _secure(self, protocol: str) -> dict[str, str]:
         """The broker's settings for a ``protocol`` listener; makes the authority, the

@@ -63,7 +63,7 @@ def oncelog_secured_brokers(tmp_path_factory):
     """The session's secured brokers, one per security protocol a test's
     ``oncelog_broker`` marker asks for, started the first time one is asked for."""
     from .broker import Broker
-    started: dict[str, Broker] = {}
+    started = {}  # protocol -> its Broker
 
     def get(security: str) -> Broker:
         key = security.upper()
