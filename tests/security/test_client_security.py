@@ -237,6 +237,21 @@ def test_verify_refuses_what_a_secured_run_cannot_do(secured, tmp_path):
     assert "--command-config is for a broker the run did not start" in run.stderr
 
 
+def test_pipeline_run_reads_the_command_config_before_spark_starts(secured, tmp_path):
+    """``oncelog pipeline run``: the file needs --bootstrap (its own broker is PLAINTEXT),
+    and a wrong password is one line before any Spark starts."""
+    config = ("--command-config", str(secured.kafka_names))
+    line = one_line_error(oncelog("pipeline", "run", *config, "--work-dir",
+                                  str(tmp_path / "a")))
+    assert "--command-config is for a broker of yours (--bootstrap)" in line
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(secured.kafka_names.read_text().replace(secured.password, "hunter2"))
+    line = one_line_error(oncelog("pipeline", "run", "-b", secured.bootstrap, "--command-config",
+                                  str(wrong), "--work-dir", str(tmp_path / "b")),
+                          secret="hunter2")
+    assert "SASL authentication of oncelog-test with SCRAM-SHA-512 failed" in line
+
+
 def test_an_unknown_security_protocol_for_the_kit_is_refused():
     with pytest.raises(ValueError, match="security must be one of SSL, SASL_SSL, "
                                          "SASL_PLAINTEXT, not 'TLS'"):
