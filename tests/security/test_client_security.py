@@ -187,6 +187,47 @@ def test_command_config_errors_are_one_line(secured, tmp_path):
         f"{secured.username} with SCRAM-SHA-512 failed: Authentication failed" in line
 
 
+def test_mutual_tls_with_a_pem_or_pkcs12_keystore(tls_broker, ca, tmp_path):
+    """A listener with ``ssl.client.auth=required``: the commands present the client's
+    certificate from Kafka's ``ssl.keystore.*`` - a PEM file (key and chain) or a PKCS#12
+    store with its password (librdkafka's own meaning) - and without one are refused in one
+    line at the probe's handshake."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import (BestAvailableEncryption,
+                                                              load_pem_private_key, pkcs12)
+    broker = tls_broker({"ssl.client.auth": "required"})
+    alice = ca.issue("alice", client=True)
+    store = tmp_path / "alice.p12"
+    store.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"alice", load_pem_private_key(alice.key.read_bytes(), None),
+        x509.load_pem_x509_certificate(alice.certificate.read_bytes()), None,
+        BestAvailableEncryption(b"store-secret")))
+    trust = f"security.protocol=SSL\nssl.truststore.location={ca.certificate}\n"
+    for name, keystore in (("pem", f"ssl.keystore.location={alice.keystore}\n"
+                                   "ssl.keystore.type=PEM\n"),
+                           ("pkcs12", f"ssl.keystore.location={store}\n"
+                                      "ssl.keystore.type=PKCS12\n"
+                                      "ssl.keystore.password=store-secret\n")):
+        config = tmp_path / f"{name}.properties"
+        config.write_text(trust + keystore)
+        done = oncelog("topics", "create", f"mtls-{name}", "-b", broker.bootstrap,
+                       "--command-config", str(config))
+        assert done.returncode == 0, (name, done.stderr)
+    without = tmp_path / "without.properties"
+    without.write_text(trust)
+    line = one_line_error(oncelog("topics", "list", "-b", broker.bootstrap,
+                                  "--command-config", str(without)))
+    assert line == (f"oncelog: cannot reach a broker at {broker.bootstrap}: it closed the TLS "
+                    "connection without answering, as a listener with ssl.client.auth=required "
+                    "does to a client without a certificate (ssl.keystore.location)")
+    bad = tmp_path / "bad.properties"
+    bad.write_text(trust + f"ssl.keystore.location={store}\nssl.keystore.type=PKCS12\n"
+                           "ssl.keystore.password=not-it\n")
+    line = one_line_error(oncelog("topics", "list", "-b", broker.bootstrap,
+                                  "--command-config", str(bad)), secret="not-it")
+    assert f"cannot read the PKCS#12 keystore {store} (a wrong ssl.keystore.password?)" in line
+
+
 def test_transactions_say_they_speak_plaintext_only(secured):
     line = one_line_error(oncelog("transactions", "list", "-b", secured.bootstrap,
                                   "--command-config", str(secured.kafka_names)))

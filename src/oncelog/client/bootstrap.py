@@ -101,6 +101,9 @@ def _tls_context(security: Mapping[str, str]) -> ssl.SSLContext | None:
     if security.get("enable.ssl.certificate.verification", "true").lower() == "false":
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
+    if "ssl.keystore.location" in security:  # PKCS#12: ssl wants PEM files
+        _load_pkcs12(context, security["ssl.keystore.location"],
+                     security.get("ssl.keystore.password"))
     if "ssl.certificate.location" in security:
         try:
             context.load_cert_chain(security["ssl.certificate.location"],
@@ -112,6 +115,34 @@ def _tls_context(security: Mapping[str, str]) -> ssl.SSLContext | None:
                              "certificate and key, ssl.key.password for an encrypted "
                              "key)") from None
     return context
+
+
+def _load_pkcs12(context: ssl.SSLContext, location: str, password: str | None) -> None:
+    """A PKCS#12 keystore's key and chain into ``context``, through a PEM file only this
+    user can read, removed at once."""
+    import os
+    import tempfile
+
+    from cryptography.hazmat.primitives.serialization import (Encoding, NoEncryption,
+                                                              PrivateFormat, pkcs12)
+    try:
+        with open(location, "rb") as file:
+            key, certificate, chain = pkcs12.load_key_and_certificates(
+                file.read(), password.encode() if password else None)
+    except (OSError, ValueError):
+        raise ValueError(f"cannot read the PKCS#12 keystore {location} (a wrong "
+                         "ssl.keystore.password?)") from None
+    if key is None or certificate is None:
+        raise ValueError(f"the PKCS#12 keystore {location} holds no key and certificate")
+    pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()) + b"".join(
+        c.public_bytes(Encoding.PEM) for c in [certificate, *chain])
+    descriptor, path = tempfile.mkstemp(suffix=".pem")  # mode 0600
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(pem)
+        context.load_cert_chain(path)
+    finally:
+        os.unlink(path)
 
 
 def _unreachable_cause(host: str, port: int, timeout_s: float,
@@ -155,9 +186,17 @@ def _unreachable_cause(host: str, port: int, timeout_s: float,
         except TimeoutError:
             return (f"it accepts connections but timed out after {timeout_s:g} s without "
                     "answering, as a stopped or overloaded process does")
+        except ssl.SSLError as error:  # TLS 1.3: a refused client certificate comes here
+            hint = ("; does it require a client certificate (ssl.keystore.location)?"
+                    if "CERTIFICATE" in str(error.reason) else "")
+            return f"the broker ended the TLS connection ({error.reason}){hint}"
         except OSError as error:
             return describe_os_error(error)
     if len(answer) < 8 or struct.unpack(">ii", answer)[1] != _PROBE_CORRELATION_ID:
+        if tls is not None and not answer:
+            return ("it closed the TLS connection without answering, as a listener with "
+                    "ssl.client.auth=required does to a client without a certificate "
+                    "(ssl.keystore.location)")
         if tls is None:
             return ("it accepts connections but does not answer as a Kafka broker (a TLS "
                     "listener answers only security.protocol=SSL or SASL_SSL, set in "

@@ -13,7 +13,11 @@ turns it into librdkafka settings (what confluent-kafka's clients take):
   ``ssl.truststore.type=PEM`` (KIP-651; a JKS or PKCS12 store is refused by name).
 - a client certificate (mutual TLS): ``ssl.certificate.location`` and ``ssl.key.location``,
   or Kafka's ``ssl.keystore.location`` with ``ssl.keystore.type=PEM`` (key and chain in one
-  file, which librdkafka reads as both); ``ssl.key.password`` for an encrypted key.
+  file, which librdkafka reads as both); ``ssl.key.password`` for an encrypted key; or a
+  PKCS#12 ``ssl.keystore.location`` with ``ssl.keystore.type=PKCS12`` and
+  ``ssl.keystore.password`` (librdkafka's own meaning of those names).
+- a store without ``ssl.*.type`` is PEM when the file is (Kafka's default type, JKS, is
+  refused by name, as are JKS and PKCS12 truststores).
 - ``ssl.endpoint.identification.algorithm`` (``https``, or empty/``none`` to skip the host
   name check) and ``enable.ssl.certificate.verification``.
 
@@ -42,9 +46,8 @@ _LOGIN_MODULES = {
 _AS_IS = ("sasl.username", "sasl.password", "ssl.ca.location", "ssl.certificate.location",
           "ssl.key.location", "ssl.key.password", "enable.ssl.certificate.verification")
 # Kafka's settings with no librdkafka meaning for a PEM file: read and dropped.
-_JAVA_ONLY = ("ssl.truststore.password", "ssl.keystore.password", "ssl.protocol",
-              "ssl.enabled.protocols")
-_SECRETS = ("sasl.password", "ssl.key.password", "sasl.jaas.config")
+_JAVA_ONLY = ("ssl.truststore.password", "ssl.protocol", "ssl.enabled.protocols")
+_SECRETS = ("sasl.password", "ssl.key.password", "sasl.jaas.config", "ssl.keystore.password")
 
 
 class SecurityConfigError(ValueError):
@@ -109,16 +112,25 @@ def translate(settings: Mapping[str, str], where: str) -> dict[str, str]:
     jaas = settings.pop("sasl.jaas.config", None)
     if jaas is not None:
         out.update(_from_jaas(jaas, out.get("sasl.mechanism"), fail))
-    for kind, target in (("truststore", "ssl.ca.location"), ("keystore", None)):
+    keystore_password = settings.pop("ssl.keystore.password", None)
+    for kind in ("truststore", "keystore"):
         location = settings.pop(f"ssl.{kind}.location", None)
-        store_type = settings.pop(f"ssl.{kind}.type", None)
+        store_type = (settings.pop(f"ssl.{kind}.type", None) or "").upper()
         if location is None:
             continue
-        if (store_type or "JKS").upper() != "PEM":
-            raise fail(f"ssl.{kind}.type {store_type or 'JKS (the default)'} is not "
-                       f"supported: set ssl.{kind}.type=PEM with a PEM file")
-        if target is not None:
-            out[target] = location
+        if not store_type:  # Kafka's default is JKS; a PEM file says what it is
+            store_type = "PEM" if _is_pem(location) else "JKS (the default)"
+        if kind == "keystore" and store_type == "PKCS12":
+            # librdkafka's own ssl.keystore.* are a PKCS#12 file and its password
+            out["ssl.keystore.location"] = location
+            if keystore_password is not None:
+                out["ssl.keystore.password"] = keystore_password
+        elif store_type != "PEM":
+            other = " or PKCS12" if kind == "keystore" else ""
+            raise fail(f"ssl.{kind}.type {store_type} is not supported: set "
+                       f"ssl.{kind}.type=PEM with a PEM file{other}")
+        elif kind == "truststore":
+            out["ssl.ca.location"] = location
         else:  # the key and its chain in one file, read by librdkafka as both
             out["ssl.key.location"] = location
             out["ssl.certificate.location"] = location
@@ -145,12 +157,21 @@ def translate(settings: Mapping[str, str], where: str) -> dict[str, str]:
                    f"({', '.join(MECHANISMS)})")
     if sasl and not ("sasl.username" in out and "sasl.password" in out):
         raise fail("SASL needs a user: sasl.username and sasl.password, or sasl.jaas.config")
-    for location in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location"):
+    for location in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location",
+                     "ssl.keystore.location"):
         if location in out and not Path(out[location]).is_file():
             raise fail(f"{location} {out[location]}: no such file")
         if location in out:
             out[location] = str(Path(out[location]).resolve())
     return out
+
+
+def _is_pem(location: str) -> bool:
+    try:
+        with open(location, "rb") as file:
+            return b"-----BEGIN " in file.read(4096)
+    except OSError:
+        return True  # named as missing below, with the setting that names it
 
 
 _JAAS = re.compile(r'^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)'
@@ -202,7 +223,8 @@ def from_environment() -> dict[str, str]:
 SECURITY_SETTINGS = frozenset({
     "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config",
     "ssl.truststore.location", "ssl.truststore.type", "ssl.keystore.location",
-    "ssl.keystore.type", "ssl.endpoint.identification.algorithm", *_AS_IS, *_JAVA_ONLY})
+    "ssl.keystore.type", "ssl.keystore.password", "ssl.endpoint.identification.algorithm",
+    *_AS_IS, *_JAVA_ONLY})
 
 
 def split_security(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
