@@ -47,7 +47,6 @@ _AS_IS = ("sasl.username", "sasl.password", "ssl.ca.location", "ssl.certificate.
           "ssl.key.location", "ssl.key.password", "enable.ssl.certificate.verification")
 # Kafka's settings with no librdkafka meaning for a PEM file: read and dropped.
 _JAVA_ONLY = ("ssl.truststore.password", "ssl.protocol", "ssl.enabled.protocols")
-_SECRETS = ("sasl.password", "ssl.key.password", "sasl.jaas.config", "ssl.keystore.password")
 
 
 class SecurityConfigError(ValueError):
@@ -231,15 +230,6 @@ def split_security(settings: Mapping[str, str]) -> tuple[dict[str, str], dict[st
     """``settings`` -> (the security settings ``translate`` reads, the others)."""
     return ({k: v for k, v in settings.items() if k in SECURITY_SETTINGS},
             {k: v for k, v in settings.items() if k not in SECURITY_SETTINGS})
-
-
-def uses_tls(settings: Mapping[str, str]) -> bool:
-    return settings.get("security.protocol", "PLAINTEXT").upper() in ("SSL", "SASL_SSL")
-
-
-def redacted(settings: Mapping[str, str]) -> dict[str, str]:
-    """``settings`` with every secret's value replaced, for a log line or a report."""
-    return {name: "[hidden]" if name in _SECRETS else value for name, value in settings.items()}
 
 
 def kafka_python_settings(settings: Mapping[str, str]) -> dict[str, object]:

@@ -177,10 +177,13 @@ class Broker(_WireFaultMethods):
             listener = self._secure(self.security_protocol)
             if self.security_protocol != "SASL_PLAINTEXT":
                 wire_faults = False  # the proxy reads frames, which TLS hides
-        process_class = _SecureBrokerProcess if listener else BrokerProcess
-        self.process = process_class(self.directory / "data",
-                                     settings={**FAST_SETTINGS, **listener, **(settings or {})},
-                                     log_path=self.directory / "broker.log")
+        merged = {**FAST_SETTINGS, **listener, **(settings or {})}
+        self.process = (
+            _SecureBrokerProcess(self.security_protocol, self.directory / "data",
+                                 settings=merged, log_path=self.directory / "broker.log")
+            if listener else
+            BrokerProcess(self.directory / "data", settings=merged,
+                          log_path=self.directory / "broker.log"))
         from .wire import WireFaults
         self.faults = WireFaults()
         self._wire_faults = wire_faults
@@ -389,9 +392,12 @@ class _SecureBrokerProcess(BrokerProcess):
     """A broker whose one listener is named by its security protocol, at the port this
     start uses (a port found taken is replaced by another before the next start)."""
 
+    def __init__(self, protocol: str, data_dir: Path, **options: Any) -> None:
+        super().__init__(data_dir, **options)
+        self.protocol = protocol
+
     def command(self) -> list[str]:
-        protocol = self.settings["inter.broker.listener.name"]
-        self.settings["listeners"] = f"{protocol}://{self.host}:{self.port}"
+        self.settings["listeners"] = f"{self.protocol}://{self.host}:{self.port}"
         return super().command()
 
 
