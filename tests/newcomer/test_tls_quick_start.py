@@ -1,7 +1,8 @@
 """docs/security.md's quick starts, line by line as written, in an empty folder: a certificate
 authority and a broker certificate made with ``openssl``, a broker with one SSL listener, and
 ``kcat -L`` over TLS trusting the authority; a SCRAM user made with ``oncelog users add``, a
-broker with a SASL_PLAINTEXT listener, and ``kcat -L`` logged in as that user."""
+broker with a SASL_PLAINTEXT listener, and ``kcat -L`` logged in as that user; then, on that
+broker, oncelog's own commands with the ``--command-config`` file the doc writes."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ import pytest
 from .conftest import ROOT
 
 
-def _blocks(title: str = "a TLS listener") -> list[list[str]]:
+def _blocks(title: str = "a TLS listener", whole: bool = False) -> list:
+    """The ``sh`` blocks of a quick start: each a list of lines (or, ``whole``, its text)."""
     text = (ROOT / "docs" / "security.md").read_text()
     section = text.split(f"## Quick start: {title}", 1)[1].split("\n## ", 1)[0]
-    return [block.strip().splitlines() for block in re.findall(r"```sh\n(.*?)```", section,
-                                                               re.S)]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    return blocks if whole else [block.strip().splitlines() for block in blocks]
 
 
 @pytest.mark.slow
@@ -72,6 +74,25 @@ def test_the_sasl_quick_start_runs_as_written(user):
     assert listed.returncode == 0 and "127.0.0.1:9444" in listed.stdout, listed
     wrong = user.run(kcat_line.replace("alice-secret", "not-it") + " -m 3")
     assert wrong.returncode != 0, "a wrong password got metadata"
+
+    [commands] = _blocks("oncelog's commands as alice", whole=True)
+    done = user.run(commands)  # one shell script: the block has a here-document
+    assert done.returncode == 0, done
+    assert "created topic orders" in done.stdout and "produced 2 records" in done.stderr, done
+    assert [line.split("\t")[2:] for line in done.stdout.splitlines() if "\t" in line] == [
+        ['"k1"', "(no headers)", "hello"], ['"k2"', "(no headers)", "world"]], done.stdout
+    assert (user.folder / "client.properties").stat().st_mode & 0o077 == 0
+    listed = user.run("oncelog topics list -b 127.0.0.1:9444 --command-config "
+                      "client.properties")  # the README's line
+    assert listed.returncode == 0 and "orders\t1 partitions" in listed.stdout, listed
+    wrong = user.run(commands.replace("alice-secret", "not-it").replace(
+        "client.properties", "wrong.properties"))
+    assert wrong.returncode != 0
+    # each of the three commands: one line, no traceback, the password nowhere
+    assert wrong.stderr.strip().splitlines() == 3 * [
+        "oncelog: cannot log in to a broker at 127.0.0.1:9444: SASL authentication of alice "
+        "with SCRAM-SHA-512 failed: Authentication failed during authentication due to "
+        "invalid credentials with SASL mechanism SCRAM-SHA-512"], wrong
 
 
 def test_the_acl_commands_run_as_written(user):

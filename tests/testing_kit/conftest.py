@@ -11,7 +11,7 @@ import pytest
 # The plugin's fixtures for the recipe tests here, exactly as a user gets them (on CI the
 # installed plugin provides them too; these, being closer, win - the same code either way).
 from oncelog.testing.plugin import (oncelog_broker, oncelog_broker_session,  # noqa: F401
-                                    oncelog_group, oncelog_topic)
+                                    oncelog_group, oncelog_secured_brokers, oncelog_topic)
 
 PLUGIN_MODULE = "oncelog.testing.plugin"
 

@@ -8,8 +8,9 @@ kcat-like clients over confluent-kafka that work against any Kafka-protocol brok
 (``cli/verify.py``) start processes of their own; ``users`` (``cli/users.py``) writes SCRAM
 credentials and ``acls`` (``cli/acls.py``) ACLs into a metadata store. Shared option and
 error helpers are in ``cli/common.py``. Every client command takes ``--bootstrap
-HOST:PORT`` (default 127.0.0.1:9092). Errors are one sentence on stderr and a non-zero exit,
-never a traceback.
+HOST:PORT`` (default 127.0.0.1:9092) and ``--command-config FILE`` (a secured broker's client
+settings, ``client.security``). Errors are one sentence on stderr and a non-zero exit, never a
+traceback.
 """
 
 from __future__ import annotations

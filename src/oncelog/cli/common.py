@@ -9,6 +9,12 @@ it: a malformed one is a usage error (exit 2) when the arguments are parsed, and
 does not answer (refused, does not resolve, timed out) is a ``Failure`` naming it within
 a few seconds, before the command builds a client (``client.bootstrap`` says how).
 A command without the option calls ``check_bootstrap`` itself.
+
+It comes with ``--command-config FILE``, as Kafka's tools take it: the client's security
+settings (``client.security`` reads them, Kafka's names or librdkafka's). The command sees
+neither option's parsing: ``client_settings()`` is what the file said, in librdkafka's
+names, and ``client_config``/``admin_client`` build every client of the command with it;
+the reachability check speaks TLS when the file says SSL or SASL_SSL.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import click
 from ..client.bootstrap import BrokerUnreachable, parse_bootstrap
 from ..client.bootstrap import check_bootstrap as _check
 from ..client.librdkafka import quiet_logger
+from ..client.security import SecurityConfigError, client_security
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -44,24 +51,61 @@ class BootstrapServers(click.ParamType):
         return value
 
 
-def check_bootstrap(bootstrap: str) -> None:
+def check_bootstrap(bootstrap: str, security: dict[str, str] | None = None) -> None:
     """A Failure naming the address and the cause unless a server of ``bootstrap`` answers
-    as a Kafka broker within a few seconds."""
+    as a Kafka broker within a few seconds (over TLS when ``security`` says so)."""
     try:
-        _check(bootstrap)
+        _check(bootstrap, security=security)
     except (ValueError, BrokerUnreachable) as error:
         raise Failure(str(error)) from None
 
 
+_SECURITY = "oncelog.client_security"
+
+
+def read_command_config(path) -> dict[str, str]:
+    """A ``--command-config`` file's librdkafka settings, or a Failure naming the cause."""
+    try:
+        return client_security(path)
+    except SecurityConfigError as error:
+        raise Failure(str(error)) from None
+
+
+def client_settings() -> dict[str, str]:
+    """The running command's ``--command-config`` settings (librdkafka's names); ``{}``
+    without one."""
+    context = click.get_current_context(silent=True)
+    return dict(context.meta.get(_SECURITY, {})) if context is not None else {}
+
+
+def client_config(bootstrap: str, settings: dict | None = None) -> dict:
+    """A confluent-kafka client's configuration: ``bootstrap``, the command's security
+    settings, a quiet logger, then ``settings``."""
+    return {"bootstrap.servers": bootstrap, **client_settings(), "logger": quiet_logger(),
+            **(settings or {})}
+
+
+def command_config_option(function):
+    """``--command-config FILE`` alone, for a command whose --bootstrap is optional."""
+    return click.option("--command-config", type=user_path(dir_okay=False), default=None,
+                        metavar="FILE",
+                        help="Client security settings, as Kafka's tools take them "
+                             "(security.protocol, sasl.*, ssl.*; see docs/security.md).")(function)
+
+
 def bootstrap_option(function):
-    """``--bootstrap``/``-b`` for a command that talks to a broker; the command runs only once
-    the address answers (``check_bootstrap``), after every argument was parsed, so a usage
-    error is still reported as one."""
+    """``--bootstrap``/``-b`` and ``--command-config`` for a command that talks to a broker;
+    the command runs only once the file was read and the address answers
+    (``check_bootstrap``), after every argument was parsed, so a usage error is still
+    reported as one."""
     @functools.wraps(function)
     def checked(*args, **kwargs):
-        check_bootstrap(kwargs["bootstrap"])
+        security = read_command_config(kwargs.pop("command_config"))
+        click.get_current_context().meta[_SECURITY] = security
+        check_bootstrap(kwargs["bootstrap"], security)
         return function(*args, **kwargs)
 
+    checked = command_config_option(checked)
     return click.option("--bootstrap", "-b", type=BootstrapServers(), default=DEFAULT_BOOTSTRAP,
                         show_default=True, metavar="HOST:PORT",
                         help="A broker to bootstrap from.")(checked)
@@ -72,8 +116,8 @@ def bootstrap_option(function):
 def admin_client(bootstrap: str):
     from confluent_kafka.admin import AdminClient
     # Looking a topic up must not create it, whatever the broker's auto-creation setting.
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000,
-                        "allow.auto.create.topics": False, "logger": quiet_logger()})  # type: ignore[dict-item]
+    return AdminClient(client_config(bootstrap, {"socket.timeout.ms": 10000,
+                                                 "allow.auto.create.topics": False}))
 
 
 def wait_for(future, what: str, timeout: float = 15.0):

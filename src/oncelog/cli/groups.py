@@ -13,7 +13,7 @@ from __future__ import annotations
 import click
 
 from . import main
-from .common import (Failure, admin_client, bootstrap_option, quiet_logger, topic_metadata,
+from .common import (Failure, admin_client, bootstrap_option, client_config, topic_metadata,
                      wait_for)
 
 
@@ -58,8 +58,8 @@ def _committed(admin, group: str) -> list:
 def _watermarks(bootstrap: str, partitions) -> dict[tuple[str, int], tuple[int, int]]:
     """(low, high) watermark of each (topic, partition), read without joining a group."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "oncelog-cli",
-                         "enable.auto.commit": False, "logger": quiet_logger()})
+    consumer = Consumer(client_config(bootstrap, {"group.id": "oncelog-cli",
+                                                         "enable.auto.commit": False}))
     try:
         return {(topic, partition): consumer.get_watermark_offsets(
                     TopicPartition(topic, partition), timeout=10)
@@ -176,8 +176,8 @@ def _offsets_at(bootstrap: str, topic: str, partitions: list[int], moment: str,
     if kind != "time":
         raise Failure(f"--to-datetime {moment!r} is not an ISO-8601 time such as "
                       "2026-11-22T10:00")
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "oncelog-cli",
-                         "enable.auto.commit": False, "logger": quiet_logger()})
+    consumer = Consumer(client_config(bootstrap, {"group.id": "oncelog-cli",
+                                                         "enable.auto.commit": False}))
     try:
         found = consumer.offsets_for_times(
             [TopicPartition(topic, p, timestamp_ms) for p in partitions], timeout=10)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import click
 
 from . import main
-from .common import Failure, absolute_sqlite_url, user_path
+from .common import (Failure, absolute_sqlite_url, check_bootstrap, command_config_option,
+                     read_command_config, user_path)
 
 
 @main.group()
@@ -18,6 +19,7 @@ def pipeline() -> None:
 @pipeline.command()
 @click.option("--bootstrap", "-b", metavar="HOST:PORT", default=None,
               help="Use this broker [default: start one for the run in the work directory].")
+@command_config_option
 @click.option("--sink", "sink_url", metavar="URL", default=None,
               help="sqlite:///path.db or postgresql://user@host:port/db "
                    "[default: sqlite in the work directory].")
@@ -44,7 +46,7 @@ def pipeline() -> None:
 @click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
               help="A Spark setting for the run, e.g. spark.submit.pyFiles=oncelog.zip or "
                    "spark.executor.memory=1g; repeatable.")
-def run(bootstrap, sink_url, output_topic, work_dir, records, rate, topic,
+def run(bootstrap, command_config, sink_url, output_topic, work_dir, records, rate, topic,
         max_offsets_per_trigger, timeout, master, spark_conf) -> None:
     """Produce orders, enrich and aggregate them on Spark, write them exactly once, report."""
     import sys
@@ -53,16 +55,21 @@ def run(bootstrap, sink_url, output_topic, work_dir, records, rate, topic,
     from ..spark.pipeline_runner import PipelineError, print_report, run_pipeline
     from rich.console import Console
 
+    security = read_command_config(command_config)
+    if security and not bootstrap:
+        raise Failure("--command-config is for a broker of yours (--bootstrap); the broker "
+                      "the run starts listens in PLAINTEXT")
     sink_url = absolute_sqlite_url(sink_url) or f"sqlite:///{work_dir / 'pipeline.db'}"
     settings = PipelineSettings(
         bootstrap=bootstrap or "", sink_url=sink_url,
         work_dir=work_dir, topic=topic, records=records, rate=rate,
         max_offsets_per_trigger=max_offsets_per_trigger, timeout_s=timeout,
-        output_topic=output_topic, master=master, spark_conf=parse_conf(spark_conf))
+        output_topic=output_topic, master=master, spark_conf=parse_conf(spark_conf),
+        security=security)
     console = Console()
     if bootstrap:
-        from .common import cluster_metadata
-        cluster_metadata(bootstrap)      # unreachable: one sentence before Spark starts
+        # unreachable, untrusted, a wrong password: one sentence before Spark starts
+        check_bootstrap(bootstrap, security)
     check_master(master)
     try:
         report = run_pipeline(settings, start_broker=not bootstrap, console=console)

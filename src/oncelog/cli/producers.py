@@ -7,7 +7,8 @@ from __future__ import annotations
 import click
 
 from . import main
-from .common import Failure, bootstrap_option, topic_metadata
+from ..client.security import kafka_python_settings
+from .common import Failure, bootstrap_option, client_settings, topic_metadata
 
 
 @main.group()
@@ -26,7 +27,8 @@ def producers_describe(bootstrap, topic) -> None:
 
     entry = topic_metadata(bootstrap, topic, "describe producers of")
     try:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000,
+                                 **kafka_python_settings(client_settings()))
     except KafkaError as error:
         raise Failure(f"cannot reach a broker at {bootstrap}: {error}") from None
     try:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 import click
 
 from . import main
-from .common import Failure, bootstrap_option, parse_pair, quiet_logger
+from .common import Failure, bootstrap_option, client_config, client_settings, parse_pair
 
 
 @main.command()
@@ -41,9 +41,9 @@ def produce(bootstrap, topic, key_separator, partition, headers, acks, compressi
     from confluent_kafka import KafkaException, Producer
     header_list: list[tuple[str, str | bytes | None]] = [
         (n, v.encode()) for n, v in (parse_pair(h) for h in headers)]
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks,
-                         "compression.type": compression, "linger.ms": 5,
-                         "message.timeout.ms": 30000, "logger": quiet_logger()})
+    producer = Producer(client_config(bootstrap, {
+        "acks": acks, "compression.type": compression, "linger.ms": 5,
+        "message.timeout.ms": 30000}))
     failures: list[str] = []
     delivered = 0
 
@@ -105,11 +105,11 @@ def consume(bootstrap, topic, start, count, output, exit_at_end, isolation, grou
     if group is not None:
         records = read_group(bootstrap, topic, group, start=start, count=count,
                              exit_at_end=exit_at_end, isolation_level=isolation,
-                             stop=lambda: bool(interrupted))
+                             stop=lambda: bool(interrupted), config=client_settings())
     else:
         records = read_topic(bootstrap, topic, start=start, count=count,
                              exit_at_end=exit_at_end, isolation_level=isolation,
-                             stop=lambda: bool(interrupted))
+                             stop=lambda: bool(interrupted), config=client_settings())
     previous = signal.signal(signal.SIGINT, _stop_on_first_interrupt(interrupted))
     try:
         for record in records:

@@ -6,7 +6,7 @@ import click
 
 from . import main
 from .common import (admin_client, bootstrap_option, cluster_metadata, parse_pair,
-                     quiet_logger, topic_metadata, wait_for)
+                     client_config, client_settings, topic_metadata, wait_for)
 
 @main.group()
 def topics() -> None:
@@ -48,8 +48,8 @@ def topics_describe(bootstrap, name) -> None:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
     from confluent_kafka.admin import ConfigResource, ConfigSource
     topic = topic_metadata(bootstrap, name, "describe topic")
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "oncelog-cli",
-                         "enable.auto.commit": False, "logger": quiet_logger()})
+    consumer = Consumer(client_config(bootstrap, {"group.id": "oncelog-cli",
+                                                         "enable.auto.commit": False}))
     try:
         epochs = _leader_epochs(bootstrap, name)
         click.echo(f"topic {name}: {len(topic.partitions)} partitions")
@@ -83,9 +83,10 @@ def topics_describe(bootstrap, name) -> None:
 
 def _leader_epochs(bootstrap: str, name: str) -> dict[int, tuple[int, list[int]]]:
     """Leader epoch and offline replicas per partition (confluent-kafka reports neither)."""
+    from ..client.bootstrap import connector_for
     from ..client.metadata import fetch_metadata
     try:
-        metadata = fetch_metadata(bootstrap, [name])
+        metadata = fetch_metadata(bootstrap, [name], connector=connector_for(client_settings()))
     except ConnectionError:
         return {}
     return {p.partition_index: (p.leader_epoch, list(p.offline_replicas))

@@ -19,12 +19,19 @@ import time
 import click
 
 from . import main
-from .common import Failure, bootstrap_option
+from .common import Failure, bootstrap_option, client_settings
 
 
 @main.group()
 def transactions() -> None:
     """List, describe and abort transactions."""
+
+
+def _admin(bootstrap: str):
+    """A TransactionAdmin whose connections speak what ``--command-config`` says."""
+    from ..client.bootstrap import connector_for
+    from ..client.transactions import TransactionAdmin
+    return TransactionAdmin(bootstrap, connector_for(client_settings()))
 
 
 def _run(action, what: str):
@@ -49,8 +56,8 @@ def _run(action, what: str):
               help="Only transactions open at least this long.")
 def transactions_list(bootstrap, states, min_duration_ms) -> None:
     """List transactional ids: id, producer id, state, coordinator."""
-    from ..client.transactions import list_transactions
-    listed = _run(lambda: list_transactions(bootstrap, list(states), min_duration_ms),
+    admin = _admin(bootstrap)
+    listed = _run(lambda: admin.list_transactions(list(states), min_duration_ms),
                   f"cannot list transactions at {bootstrap}")
     click.echo("TRANSACTIONAL ID\tPRODUCER ID\tSTATE\tCOORDINATOR")
     for entry in listed:
@@ -63,8 +70,8 @@ def transactions_list(bootstrap, states, min_duration_ms) -> None:
 @click.argument("transactional_id")
 def transactions_describe(bootstrap, transactional_id) -> None:
     """Show TRANSACTIONAL_ID's state, producer, timeout and partitions."""
-    from ..client.transactions import describe_transaction
-    state, coordinator = _run(lambda: describe_transaction(bootstrap, transactional_id),
+    admin = _admin(bootstrap)
+    state, coordinator = _run(lambda: admin.describe_transaction(transactional_id),
                               f"cannot describe {transactional_id!r}")
     started = state.transaction_start_time_ms
     age = f" ({(time.time() * 1000 - started) / 1000:.1f} s ago)" if started >= 0 else ""
@@ -90,10 +97,10 @@ def transactions_describe(bootstrap, transactional_id) -> None:
 def transactions_abort(bootstrap, topic, partition, start_offset, producer_id,
                        producer_epoch) -> None:
     """Abort a hanging transaction on one partition."""
-    from ..client.transactions import abort_transaction, open_transactions
+    admin = _admin(bootstrap)
     coordinator_epoch = -1
     if start_offset is not None:
-        found = [t for t in _run(lambda: open_transactions(bootstrap, topic, partition),
+        found = [t for t in _run(lambda: admin.open_transactions(topic, partition),
                                  f"cannot describe {topic}-{partition}")
                  if t.start_offset == start_offset]
         if not found:
@@ -103,8 +110,8 @@ def transactions_abort(bootstrap, topic, partition, start_offset, producer_id,
         coordinator_epoch = found[0].coordinator_epoch
     if producer_id is None or producer_epoch is None:
         raise Failure("give --start-offset, or --producer-id and --producer-epoch")
-    done = _run(lambda: abort_transaction(bootstrap, topic, partition, producer_id,
-                                          producer_epoch, coordinator_epoch),
+    done = _run(lambda: admin.abort_transaction(topic, partition, producer_id,
+                                                producer_epoch, coordinator_epoch),
                 f"cannot abort on {topic}-{partition}")
     if done.transactional_id is None:
         click.echo(f"aborted producer {producer_id} (epoch {producer_epoch})'s hanging "

@@ -10,12 +10,13 @@ first).
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 
 from . import main
-from .common import Failure, absolute_sqlite_url, user_path
+from .common import Failure, absolute_sqlite_url, command_config_option, user_path
 
 EXIT_BROKEN, EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_RUN_FAILED = 1, 2, 3, 4
 EXIT_INTERRUPTED = 130
@@ -57,6 +58,7 @@ class InconclusiveFailure(Failure):
               help="Use this broker instead of starting one, an Apache Kafka for one; "
                    "only kill-consumer, kill-driver, drop-acks (and kill-executor) apply to "
                    "a broker the run did not start.")
+@command_config_option
 @click.option("--brokers", type=click.IntRange(1, 9), default=None, metavar="N",
               help="Start a cluster of N brokers and a ZooKeeper (topics with replication "
                    "factor min(3, N), min.insync.replicas=2) [default: 1 broker, no "
@@ -104,12 +106,14 @@ class InconclusiveFailure(Failure):
               default="read_committed", show_default=True,
               help="Transactional: how the run is read. read_uncommitted is --control "
                    "aborted-reads.")
-def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, out_dir, rate,
-           producers, partitions, drain_timeout_s, control, exactly_once_stage,
+def verify(semantics, faults, duration_s, seed, bootstrap, command_config, brokers, sink_url,
+           out_dir, rate, producers, partitions, drain_timeout_s, control, exactly_once_stage,
            spark_master, abort_probability, isolation) -> None:
     """Run producers, a broker and a consumer or the PySpark pipeline under seeded faults,
     then report what was lost, duplicated or reordered per semantics."""
     from rich.console import Console
+
+    from ..client.security import ENVIRONMENT, SecurityConfigError, client_security
 
     from ..verify.report import print_report
     from ..verify.runner import Runner, RunFailed, preflight, write_outputs
@@ -118,6 +122,13 @@ def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, ou
 
     seed = random_seed() if seed is None else seed
     try:
+        security = client_security(command_config)
+    except SecurityConfigError as error:
+        raise BadInputFailure(str(error)) from None
+    if command_config is not None:
+        # every client of the run, in this process and its children, reads the file
+        os.environ[ENVIRONMENT] = str(command_config)
+    try:
         scenario = Scenario.build(
             semantics=semantics, faults=faults, duration_s=duration_s, seed=seed,
             out_dir=out_dir, bootstrap=bootstrap, brokers=brokers,
@@ -125,7 +136,8 @@ def verify(semantics, faults, duration_s, seed, bootstrap, brokers, sink_url, ou
             producers=producers, partitions=partitions, drain_timeout_s=drain_timeout_s,
             exactly_once_stage=exactly_once_stage, spark_master=spark_master,
             abort_probability=abort_probability,
-            isolation=isolation, control=control)
+            isolation=isolation, control=control,
+            security_protocol=security.get("security.protocol", "PLAINTEXT"))
         schedule = preflight(scenario)
     except BadInput as error:
         raise BadInputFailure(str(error)) from None

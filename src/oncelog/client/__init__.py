@@ -12,8 +12,12 @@
 - ``metadata`` — the cluster's metadata with what confluent-kafka's leaves out (leader
   epochs, offline replicas, the controller).
 - ``bootstrap`` — ``check_bootstrap``: a bootstrap address parsed and probed (resolves,
-  connects, answers ApiVersions) before a command builds a client, so an unreachable one
-  is one sentence within seconds, not a librdkafka timeout.
+  connects, answers ApiVersions; over TLS and logged in with SASL when the security
+  settings say so) before a command builds a client, so an unreachable one is one sentence
+  within seconds, not a librdkafka timeout.
+- ``security`` — ``client_security``: a ``--command-config`` file (Kafka's client security
+  settings or librdkafka's) as librdkafka settings; ``translate`` for settings from elsewhere
+  (the Spark source's ``kafka.*`` options).
 - ``librdkafka`` — ``quiet_logger``: keeps librdkafka's own log lines out of the terminal of
   oncelog's tools (the CLI, the example pipeline).
 

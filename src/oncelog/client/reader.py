@@ -16,13 +16,15 @@ the end (``oncelog consume`` sets it on Ctrl-C). In a group this is the way to s
 commits the last record taken too: closing the iterator cannot tell whether the caller took
 the record it was handed last, so that one is left to be read again.
 
+``config``: more librdkafka settings (security, from ``client.security``).
+
 Errors become ``ValueError`` with one clear sentence.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import cast
@@ -76,13 +78,14 @@ def parse_start(start: str) -> tuple[str, int]:
 def read_topic(bootstrap: str, topic: str, *, start: str = "earliest", count: int | None = None,
                exit_at_end: bool = True,
                isolation_level: str = "read_uncommitted", timeout_s: float = 10.0,
-               stop: Callable[[], bool] | None = None) -> Generator[ConsumedRecord]:
+               stop: Callable[[], bool] | None = None,
+               config: Mapping[str, str] | None = None) -> Generator[ConsumedRecord]:
     kind, position = parse_start(start)
     quiet = logging.getLogger("oncelog.client.librdkafka")
     quiet.setLevel(logging.CRITICAL)
     consumer = Consumer({
         # assign() without a group: nothing is committed, no coordinator is needed.
-        "bootstrap.servers": bootstrap, "group.id": "oncelog-reader",
+        "bootstrap.servers": bootstrap, **(config or {}), "group.id": "oncelog-reader",
         "enable.auto.commit": False, "enable.partition.eof": True,
         "isolation.level": isolation_level, "logger": quiet})
     try:
@@ -144,14 +147,16 @@ def _poll(consumer: Consumer, partitions: set[int], ends: dict[int, int], count:
 def read_group(bootstrap: str, topic: str, group: str, *, start: str = "earliest",
                count: int | None = None, exit_at_end: bool = True,
                isolation_level: str = "read_uncommitted", timeout_s: float = 10.0,
-               stop: Callable[[], bool] | None = None) -> Generator[ConsumedRecord]:
+               stop: Callable[[], bool] | None = None,
+               config: Mapping[str, str] | None = None) -> Generator[ConsumedRecord]:
     if start not in ("earliest", "latest"):
         raise ValueError("in a group, reading starts at the committed offsets; --from can only "
                          "say where a partition without one starts: earliest or latest")
     quiet = logging.getLogger("oncelog.client.librdkafka")
     quiet.setLevel(logging.CRITICAL)
     consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": start,
+        "bootstrap.servers": bootstrap, **(config or {}), "group.id": group,
+        "auto.offset.reset": start,
         "enable.auto.commit": False, "enable.partition.eof": True,
         "isolation.level": isolation_level, "logger": quiet})
     assigned: set[int] = set()

@@ -38,6 +38,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..client.security import from_environment
+
 
 def _say(line: str) -> None:
     print(line, flush=True)
@@ -97,15 +99,18 @@ def main(argv: list[str] | None = None) -> int:
     app_id, ui_url = spark.sparkContext.applicationId, spark.sparkContext.uiWebUrl
     if on_cluster:
         _say(f"app {app_id} ui {ui_url}")
+    # a secured broker (oncelog verify --command-config): the file its parent names
+    security = from_environment()
     reader = (spark.readStream.format("oncelog")
               .option("kafka.bootstrap.servers", args.bootstrap)
+              .options(**{f"kafka.{name}": value for name, value in security.items()})
               .option("subscribe", args.topic)
               .option("startingOffsets", "earliest"))
     sink_object: KafkaSink | TransactionalSink | None = None
     if args.sink.startswith("kafka://"):
         sink_object = KafkaSink(args.bootstrap, args.sink[len("kafka://"):],
                                 sink_id=args.query_name,
-                                hold_open_s=args.hold_transaction_ms / 1000)
+                                hold_open_s=args.hold_transaction_ms / 1000, security=security)
     elif not args.sink.startswith("files://"):
         sink_object = TransactionalSink(args.sink, args.table, query_name=args.query_name)
     if sink_object is not None:

@@ -40,6 +40,16 @@ Options (as in Spark's Kafka source):
   them: offsets live in Spark's checkpoint. The client never joins a group or commits;
   its ``group.id`` (librdkafka requires one) is ``kafka.group.id`` if given, else
   ``groupIdPrefix`` (default ``spark-kafka-source``) plus the query's id.
+- security, as Spark's Kafka source takes it: ``kafka.security.protocol``,
+  ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config`` (Kafka's
+  ``...ScramLoginModule required username="..." password="...";``, or librdkafka's
+  ``kafka.sasl.username``/``kafka.sasl.password``), ``kafka.ssl.truststore.location`` with
+  ``kafka.ssl.truststore.type=PEM`` (or ``kafka.ssl.ca.location``), ``kafka.ssl.keystore.*``
+  (PEM) - translated to librdkafka's settings by ``client.security.translate`` and used by
+  every client of the query, the driver's and the executors'. Spark redacts option values
+  whose names match ``spark.redaction.regex`` (``secret|password|token|access[.]key``) where
+  it shows them; ``sasl.jaas.config`` holds a password without saying so: prefer
+  ``kafka.sasl.password``, which Spark redacts.
 """
 
 from __future__ import annotations
@@ -131,7 +141,7 @@ class SinkPosition:
 
 @dataclass(frozen=True)
 class SourceOptions:
-    client_config: dict[str, str]
+    client_config: dict[str, str] = field(repr=False)  # may hold a password
     subscription: Subscription
     starting: Position
     ending: Position
@@ -171,6 +181,7 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool | None) -> SourceOp
     if not client_config.get("bootstrap.servers", "").strip():
         raise SourceOptionError("option kafka.bootstrap.servers is required "
                                 "(e.g. .option(\"kafka.bootstrap.servers\", \"127.0.0.1:9092\"))")
+    client_config = _with_security(client_config)
     isolation = client_config.setdefault("isolation.level", "read_committed")
     if isolation not in _ISOLATION_LEVELS:
         raise SourceOptionError(f"option kafka.isolation.level must be one of "
@@ -228,6 +239,26 @@ def parse_options(raw: Mapping[str, str], *, streaming: bool | None) -> SourceOp
             options, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs",
             FETCH_OFFSET_RETRY_INTERVAL_MS),
     )
+
+
+def _with_security(client_config: dict[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` security options (Kafka's names or librdkafka's) as librdkafka's."""
+    from ..client.security import SecurityConfigError, split_security, translate
+    security, others = split_security(client_config)
+    try:
+        return {**others, **translate(security, "the oncelog source's kafka.* options")}
+    except SecurityConfigError as error:
+        # translate names settings without the prefix the user typed
+        raise SourceOptionError(str(error).replace(" sasl.", " kafka.sasl.")
+                                .replace(" ssl.", " kafka.ssl.")
+                                .replace(" security.", " kafka.security.")) from None
+
+
+def security_settings(client_config: Mapping[str, str]) -> dict[str, str]:
+    """The security part of a parsed ``client_config`` (for clients built apart from the
+    source's, such as a ``kafka://`` sink's marker reader)."""
+    from ..client.security import split_security
+    return split_security(client_config)[0]
 
 
 def _sink_position(options: dict[str, str], streaming: bool | None) -> SinkPosition | None:

@@ -56,6 +56,8 @@ class PipelineSettings:
     output_topic: str | None = None  # orders go to this topic (KafkaSink), not ORDERS_TABLE
     master: str = "local[2]"         # any master URL Spark accepts, e.g. spark://HOST:7077
     spark_conf: dict[str, str] = field(default_factory=dict)  # more Spark settings (--conf)
+    # librdkafka's security settings (--command-config) for every client of the run
+    security: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -70,6 +72,7 @@ class Generator:
     failed: int = 0
     done: threading.Event = field(default_factory=threading.Event)
     error: str | None = None
+    security: dict[str, str] = field(default_factory=dict, repr=False)
 
     def start(self) -> Generator:
         threading.Thread(target=self._run, name="order-generator", daemon=True).start()
@@ -79,7 +82,8 @@ class Generator:
         from ..client.producer import exactly_once
         try:
             producer = exactly_once(self.bootstrap, **{"linger.ms": 5,
-                                                       "compression.type": "lz4"})
+                                                       "compression.type": "lz4",
+                                                       **self.security})
             rng = random.Random(self.run_id)
             started = time.monotonic()
             for number in range(self.records):
@@ -136,6 +140,7 @@ def start_queries(spark, settings: PipelineSettings) -> list:
     def source(**options):
         return (spark.readStream.format("oncelog")
                 .option("kafka.bootstrap.servers", settings.bootstrap)
+                .options(**{f"kafka.{k}": v for k, v in settings.security.items()})
                 .option("subscribe", settings.topic)
                 .option("startingOffsets", "earliest")
                 .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
@@ -179,7 +184,7 @@ def orders_kafka_sink(settings: PipelineSettings):
     from .sinks import KafkaSink
     assert settings.output_topic is not None  # asked for only with an output topic
     return KafkaSink(settings.bootstrap, settings.output_topic, sink_id="orders",
-                     key_column="customer_id")
+                     key_column="customer_id", security=settings.security)
 
 
 @dataclass
@@ -196,7 +201,8 @@ def sink_state(settings: PipelineSettings) -> SinkState:
     if settings.output_topic:
         from .sinks.kafka import read_marker
         try:
-            marker = read_marker(settings.bootstrap, settings.output_topic, "orders")
+            marker = read_marker(settings.bootstrap, settings.output_topic, "orders",
+                                 config=settings.security)
         except SinkError:
             return SinkState()
         if marker is None:
@@ -253,7 +259,8 @@ def final_report(settings: PipelineSettings, in_topic: int, elapsed_s: float) ->
     with open_database(settings.sink_url) as database:
         if settings.output_topic:
             rows, distinct, rows_eur = orders_in_topic(settings.bootstrap,
-                                                       settings.output_topic)
+                                                       settings.output_topic,
+                                                       settings.security)
         else:
             rows, distinct, rows_eur = database.fetchrow(
                 f"SELECT COUNT(*), COUNT(DISTINCT order_id), COALESCE(SUM(amount_eur), 0) "
@@ -268,12 +275,14 @@ def final_report(settings: PipelineSettings, in_topic: int, elapsed_s: float) ->
                                  if settings.output_topic else f"table {ORDERS_TABLE}"))
 
 
-def orders_in_topic(bootstrap: str, topic: str) -> tuple[int, int, float]:
+def orders_in_topic(bootstrap: str, topic: str,
+                    security: dict[str, str] | None = None) -> tuple[int, int, float]:
     """Orders, distinct order ids and their EUR in ``topic``, read with ``read_committed``:
     what a downstream consumer sees (an aborted batch's records are skipped)."""
     from ..client.reader import read_topic
     rows, order_ids, eur = 0, set(), 0.0
-    for record in read_topic(bootstrap, topic, isolation_level="read_committed"):
+    for record in read_topic(bootstrap, topic, isolation_level="read_committed",
+                             config=security):
         order = json.loads(record.value or b"")  # the sink writes a JSON value per order
         rows += 1
         order_ids.add(order["order_id"])

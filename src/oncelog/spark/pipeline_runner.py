@@ -54,7 +54,7 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
             settings.bootstrap = broker.bootstrap
             console.print(f"[bold]broker[/] pid {broker.pid} on {broker.bootstrap} "
                           f"(log: {broker.log_path})")
-        lookups = Lookups(settings.bootstrap, settings.topic)
+        lookups = Lookups(settings.bootstrap, settings.topic, settings.security)
         lookups.ensure_topic(partitions=3)
         if settings.output_topic:
             check_output_topic(settings)
@@ -68,7 +68,7 @@ def run_pipeline(settings: PipelineSettings, *, start_broker: bool,
                               config=settings.spark_conf)
         stack.callback(spark.stop)
         generator = Generator(settings.bootstrap, settings.topic, settings.records,
-                              settings.rate).start()
+                              settings.rate, security=settings.security).start()
         started = time.monotonic()
         stack.callback(lambda: [q.stop() for q in spark.streams.active])
         for attempt in range(WORKER_RESTARTS + 1):
@@ -235,7 +235,8 @@ def check_output_topic(settings: PipelineSettings) -> None:
     if settings.output_topic == settings.topic:
         raise PipelineError(f"the output topic must not be the input topic {settings.topic!r}")
     assert settings.output_topic is not None  # asked for only with an output topic
-    Lookups(settings.bootstrap, settings.output_topic).ensure_topic(partitions=3)
+    Lookups(settings.bootstrap, settings.output_topic,
+            settings.security).ensure_topic(partitions=3)
     try:
         orders_kafka_sink(settings).check()
     except SinkError as error:
@@ -258,12 +259,14 @@ def hide(url: str) -> str:
 class Lookups:
     """The topic's partitions and offsets, for the lag and the final count."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str,
+                 security: dict[str, str] | None = None) -> None:
         from confluent_kafka.admin import AdminClient
         from ..client.librdkafka import quiet_logger
         self.bootstrap = bootstrap
         self.topic = topic
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})  # type: ignore[dict-item]
+        self.admin = AdminClient({"bootstrap.servers": bootstrap, **(security or {}),
+                                  "logger": quiet_logger()})  # type: ignore[dict-item]
 
     def ensure_topic(self, partitions: int) -> None:
         from confluent_kafka import KafkaException

@@ -230,7 +230,9 @@ class OncelogStreamReader(_Reader, DataSourceStreamReader, SupportsTriggerAvaila
         try:
             if sink.url.startswith("kafka://"):
                 bootstrap, _, topic = sink.url[len("kafka://"):].rpartition("/")
-                found = read_marker(bootstrap, topic, sink.query_name, fence=True)
+                from .options import security_settings
+                found = read_marker(bootstrap, topic, sink.query_name, fence=True,
+                                    config=security_settings(self.options.client_config))
                 offsets = None if found is None else found.get("end_offsets") or {}
             else:
                 with open_database(sink.connect_url) as db, \

@@ -50,14 +50,17 @@ class DeliveryError(AssertionError):
 
 
 def read_all(bootstrap: str, topic: str, *, isolation: str = "read_committed",
-             timeout_s: float = 10.0) -> list[ConsumedRecord]:
+             timeout_s: float = 10.0,
+             config: dict[str, str] | None = None) -> list[ConsumedRecord]:
     """Every record of ``topic`` from the beginning to the end it has now, in partition then
-    offset order. ``isolation``: ``read_committed`` or ``read_uncommitted``."""
+    offset order. ``isolation``: ``read_committed`` or ``read_uncommitted``; ``config``:
+    librdkafka settings to connect with (a secured broker's ``client_settings()``)."""
     level = isolation.replace("-", "_").lower()
     if level not in ("read_committed", "read_uncommitted"):
         raise ValueError(f"isolation must be read_committed or read_uncommitted, "
                          f"not {isolation!r}")
-    return list(read_topic(bootstrap, topic, isolation_level=level, timeout_s=timeout_s))
+    return list(read_topic(bootstrap, topic, isolation_level=level, timeout_s=timeout_s,
+                           config=config))
 
 
 def default_id_of(item: Any) -> str:

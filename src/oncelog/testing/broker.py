@@ -13,6 +13,15 @@ broker back the way a new test expects it: faults cleared, resumed, running.
 ``group(prefix)`` returns a unique group id. Names are unique per call, so tests sharing one
 broker never see each other's records.
 
+``security="SSL"|"SASL_SSL"|"SASL_PLAINTEXT"`` starts it on that listener alone: a
+``CertificateAuthority`` made for it (``b.ca_file``, the authority a client trusts), a user
+``b.username``/``b.password`` with SCRAM-SHA-512 and SCRAM-SHA-256 credentials (PLAIN also
+served). ``b.client_config()`` is a confluent-kafka configuration that connects,
+``b.kafka_python_config()`` kafka-python's keyword arguments, ``b.command_config`` a
+``--command-config`` file for the ``oncelog`` commands. A TLS listener has no wire-fault
+proxy in front (``bootstrap`` is the broker's own address): the proxy reads Kafka frames,
+which TLS hides; a SASL_PLAINTEXT one keeps it.
+
 Safety: every broker process the kit starts is recorded by pid and killed at interpreter
 exit (``atexit``) if nothing stopped it before, paused ones resumed first; ``close()`` (the
 context manager's exit) stops it gracefully, then by SIGKILL.
@@ -115,43 +124,135 @@ class _WireFaultMethods:
 
     faults: WireFaults
 
+    def _armable(self) -> WireFaults:
+        """Where a wire fault is armed (a broker without a proxy that could play it says so)."""
+        return self.faults
+
     def fail_next(self, api: str = "Produce", error: str = "NOT_LEADER_OR_FOLLOWER",
                   count: int | None = 1, topic: str | None = None,
                   partition: int | None = None) -> WireFault:
-        return self.faults.fail_next(api, error, count, topic, partition)
+        return self._armable().fail_next(api, error, count, topic, partition)
 
     def drop_response(self, api: str = "Produce", count: int | None = 1) -> WireFault:
-        return self.faults.drop_response(api, count)
+        return self._armable().drop_response(api, count)
 
     def delay(self, api: str | None = None, ms: float = 100.0,
               count: int | None = None) -> WireFault:
-        return self.faults.delay(api, ms, count)
+        return self._armable().delay(api, ms, count)
 
     def disconnect_on(self, api: str, count: int | None = 1) -> WireFault:
-        return self.faults.disconnect_on(api, count)
+        return self._armable().disconnect_on(api, count)
 
     def blackhole(self, client_id: str) -> WireFault:
-        return self.faults.blackhole(client_id)
+        return self._armable().blackhole(client_id)
 
     def clear_faults(self) -> None:
         self.faults.clear()
 
 
+SECURITY_PROTOCOLS = ("SSL", "SASL_SSL", "SASL_PLAINTEXT")
+# The user of a broker started with SASL; its password is made per broker.
+TEST_USER = "oncelog-test"
+TEST_MECHANISM = "SCRAM-SHA-512"
+
+
 class Broker(_WireFaultMethods):
     def __init__(self, data_dir: Path | None = None, *, settings: dict[str, str] | None = None,
-                 wire_faults: bool = True) -> None:
+                 wire_faults: bool = True, security: str | None = None) -> None:
+        if security is not None and security.upper() == "PLAINTEXT":
+            security = None
+        if security is not None and security.upper() not in SECURITY_PROTOCOLS:
+            raise ValueError(f"security must be one of {', '.join(SECURITY_PROTOCOLS)}, "
+                             f"not {security!r}")
         self._own_dir = data_dir is None
         self.directory = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(
             prefix="oncelog-test-broker-"))
-        self.process = BrokerProcess(self.directory / "data",
-                                     settings={**FAST_SETTINGS, **(settings or {})},
-                                     log_path=self.directory / "broker.log")
+        self.security_protocol = security.upper() if security else "PLAINTEXT"
+        self.ca_file: Path | None = None
+        self.username: str | None = None
+        self.password: str | None = None
+        self.command_config: Path | None = None
+        listener: dict[str, str] = {}
+        if security is not None:
+            listener = self._secure(self.security_protocol)
+            if self.security_protocol != "SASL_PLAINTEXT":
+                wire_faults = False  # the proxy reads frames, which TLS hides
+        merged = {**FAST_SETTINGS, **listener, **(settings or {})}
+        self.process = (
+            _SecureBrokerProcess(self.security_protocol, self.directory / "data",
+                                 settings=merged, log_path=self.directory / "broker.log")
+            if listener else
+            BrokerProcess(self.directory / "data", settings=merged,
+                          log_path=self.directory / "broker.log"))
         from .wire import WireFaults
         self.faults = WireFaults()
         self._wire_faults = wire_faults
         self.proxy: WireProxy | None = None
         self._admin = None
         self.paused = False
+
+    def _armable(self) -> WireFaults:
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            raise RuntimeError(f"wire faults need the kit's fault proxy, which reads Kafka's "
+                               f"frames; this broker's {self.security_protocol} listener "
+                               "encrypts them, so it has none (process faults work: kill, "
+                               "restart, pause)")
+        return self.faults
+
+    def _secure(self, protocol: str) -> dict[str, str]:
+        """The broker's settings for a ``protocol`` listener; makes the authority, the
+        broker's certificate and the user it needs."""
+        import secrets
+
+        from .certificates import CertificateAuthority
+        settings = {"inter.broker.listener.name": protocol}
+        if protocol in ("SSL", "SASL_SSL"):
+            ca = CertificateAuthority(self.directory / "tls")
+            self.ca_file = ca.certificate
+            settings["ssl.keystore.location"] = str(ca.issue("broker").keystore)
+        if protocol.startswith("SASL"):
+            from ..controller.metadata_store import LocalMetadataStore
+            from ..security.scram import ScramCredential
+            self.username, self.password = TEST_USER, secrets.token_urlsafe(12)
+            store = LocalMetadataStore(self.directory / "data")
+            try:
+                for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
+                    store.alter_scram_credential(self.username, mechanism, ScramCredential
+                                                 .from_password(mechanism, self.password)
+                                                 .to_text())
+            finally:
+                store.close()
+            settings["sasl.enabled.mechanisms"] = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"
+        self.command_config = self.directory / "client.properties"
+        self.command_config.touch(mode=0o600)
+        self.command_config.write_text("".join(
+            f"{name}={value}\n" for name, value in self.client_settings().items()))
+        return settings
+
+    def client_settings(self) -> dict[str, str]:
+        """librdkafka's security settings for this broker (``{}`` for PLAINTEXT)."""
+        if self.security_protocol == "PLAINTEXT":
+            return {}
+        settings = {"security.protocol": self.security_protocol}
+        if self.ca_file is not None:
+            settings["ssl.ca.location"] = str(self.ca_file)
+        if self.username is not None and self.password is not None:
+            settings.update({"sasl.mechanism": TEST_MECHANISM, "sasl.username": self.username,
+                             "sasl.password": self.password})
+        return settings
+
+    def client_config(self, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A confluent-kafka configuration that connects: ``bootstrap.servers``, the security
+        settings, then ``settings`` (``client_config({"group.id": "g"})``)."""
+        return {"bootstrap.servers": self.bootstrap, **self.client_settings(),
+                **(settings or {})}
+
+    def kafka_python_config(self, **settings: Any) -> dict[str, Any]:
+        """kafka-python's keyword arguments that connect (``bootstrap_servers`` and the
+        security ones), then ``settings``."""
+        from ..client.security import kafka_python_settings
+        return {"bootstrap_servers": self.bootstrap,
+                **kafka_python_settings(self.client_settings()), **settings}
 
     # -- addresses and life cycle ----------------------------------------------------------
 
@@ -261,7 +362,7 @@ class Broker(_WireFaultMethods):
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
             self._admin = AdminClient({"bootstrap.servers": self.direct_bootstrap,
-                                       "log_level": 0})
+                                       **self.client_settings(), "log_level": 0})
         return self._admin
 
     def topic(self, prefix: str = "test", partitions: int = 1,
@@ -283,19 +384,35 @@ class Broker(_WireFaultMethods):
         """Every record of ``topic`` now, read from the broker directly (not through faults);
         see ``oncelog.testing.assertions.read_all``."""
         from .assertions import read_all
-        return read_all(self.direct_bootstrap, topic, isolation=isolation, timeout_s=timeout_s)
+        return read_all(self.direct_bootstrap, topic, isolation=isolation, timeout_s=timeout_s,
+                        config=self.client_settings())
+
+
+class _SecureBrokerProcess(BrokerProcess):
+    """A broker whose one listener is named by its security protocol, at the port this
+    start uses (a port found taken is replaced by another before the next start)."""
+
+    def __init__(self, protocol: str, data_dir: Path, **options: Any) -> None:
+        super().__init__(data_dir, **options)
+        self.protocol = protocol
+
+    def command(self) -> list[str]:
+        self.settings["listeners"] = f"{self.protocol}://{self.host}:{self.port}"
+        return super().command()
 
 
 @contextlib.contextmanager
 def broker(data_dir: Path | str | None = None, *, settings: dict[str, str] | None = None,
-           wire_faults: bool = True) -> Iterator[Broker]:
+           wire_faults: bool = True, security: str | None = None) -> Iterator[Broker]:
     """A running broker (and fault proxy) for the ``with`` block; stopped by pid after it.
 
     ``settings`` are Kafka config names (``{"num.partitions": "3"}``); ``data_dir`` keeps
-    the data where you say (default: a temporary directory, removed afterwards).
+    the data where you say (default: a temporary directory, removed afterwards);
+    ``security`` (``"SSL"``, ``"SASL_SSL"``, ``"SASL_PLAINTEXT"``) secures its listener
+    (``client_config()`` then connects).
     """
     started = Broker(Path(data_dir) if data_dir else None, settings=settings,
-                     wire_faults=wire_faults)
+                     wire_faults=wire_faults, security=security)
     started.start()
     try:
         yield started

@@ -11,6 +11,11 @@ Fixtures:
   for the whole session, behind a fault proxy. After each test its wire faults are
   cleared, a paused broker resumed and a killed one restarted, so faults never leak into
   the next test.
+  ``@pytest.mark.oncelog_broker(security="SASL_SSL")`` (``"SSL"``, ``"SASL_PLAINTEXT"``)
+  gives the test the session's broker with that listener instead (one per protocol, started
+  when first asked for): a CA of its own (``ca_file``), a SCRAM user (``username``,
+  ``password``), ``client_config()`` for confluent-kafka, ``kafka_python_config()`` for
+  kafka-python, ``command_config`` for the ``oncelog`` commands.
 - ``oncelog_topic`` — a factory: ``oncelog_topic("orders", partitions=3)`` creates a topic
   with a unique name on ``oncelog_broker`` and returns the name.
 - ``oncelog_group`` — a factory of unique consumer-group ids.
@@ -53,11 +58,54 @@ def oncelog_broker_session(tmp_path_factory):
         started.close()
 
 
+@pytest.fixture(scope="session")
+def oncelog_secured_brokers(tmp_path_factory):
+    """The session's secured brokers, one per security protocol a test's
+    ``oncelog_broker`` marker asks for, started the first time one is asked for."""
+    from .broker import Broker
+    started = {}  # protocol -> its Broker
+
+    def get(security: str) -> Broker:
+        key = security.upper()
+        if key not in started:
+            broker = Broker(tmp_path_factory.mktemp(f"oncelog-broker-{key.lower()}"),
+                            security=key)
+            started[key] = broker.start()
+        return started[key]
+
+    try:
+        yield get
+    finally:
+        for broker in started.values():
+            broker.close()
+
+
 @pytest.fixture
-def oncelog_broker(oncelog_broker_session):
-    oncelog_broker_session.reset()  # a previous test may have left it killed
-    yield oncelog_broker_session
-    oncelog_broker_session.reset()
+def oncelog_broker(request):
+    """The session's broker; ``@pytest.mark.oncelog_broker(security="SASL_SSL")`` (or
+    ``"SSL"``, ``"SASL_PLAINTEXT"``) makes it the session's broker with that listener."""
+    marker = request.node.get_closest_marker("oncelog_broker")
+    try:
+        security = _broker_shape(*marker.args, **marker.kwargs) if marker else None
+    except (TypeError, ValueError) as error:
+        pytest.fail(f"@pytest.mark.oncelog_broker: {error}", pytrace=False)
+    if security is None:
+        broker = request.getfixturevalue("oncelog_broker_session")
+    else:
+        broker = request.getfixturevalue("oncelog_secured_brokers")(security)
+    broker.reset()  # a previous test may have left it killed
+    yield broker
+    broker.reset()
+
+
+def _broker_shape(security: str | None = None) -> str | None:
+    from .broker import SECURITY_PROTOCOLS
+    if security is None or security.upper() == "PLAINTEXT":
+        return None
+    if security.upper() not in SECURITY_PROTOCOLS:
+        raise ValueError(f"security must be one of PLAINTEXT, {', '.join(SECURITY_PROTOCOLS)}, "
+                         f"not {security!r}")
+    return security
 
 
 @pytest.fixture
@@ -84,8 +132,14 @@ CLUSTER_MARKER = ("oncelog_cluster(brokers=3, zookeepers=1, isolated=False, sett
                   "the shape of the test's oncelog_cluster fixture, as cluster() takes it")
 
 
+BROKER_MARKER = ("oncelog_broker(security=None): the test's oncelog_broker listens with this "
+                 "security protocol (SSL, SASL_SSL, SASL_PLAINTEXT); its client_config() "
+                 "connects")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", CLUSTER_MARKER)
+    config.addinivalue_line("markers", BROKER_MARKER)
 
 
 def _cluster_shape(brokers: int = 3, zookeepers: int = 1, isolated: bool = False,

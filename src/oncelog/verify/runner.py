@@ -68,6 +68,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..broker.process import BrokerProcess
+from ..client.security import from_environment
 from .checker import CheckResult, UnplannedExit, check
 from .faults.partitions import CutLink, IsolateZooKeeper, PartitionLeader, SlowNet, Split
 from .faults import (ClusterTarget, DropAcks, KillBroker, KillClusterBroker, KillDelivery,
@@ -207,17 +208,15 @@ def _check_zookeeper() -> None:
 
 
 def _check_reachable(bootstrap: str, timeout_s: float = 3.0) -> None:
-    host, _, port = bootstrap.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            pass
-    except OSError as error:
-        reason = error.strerror or str(error) or type(error).__name__
-        raise BadInput(f"cannot reach a broker at {bootstrap}: {reason}") from None
+    from ..client.bootstrap import BrokerUnreachable, check_bootstrap
+    try:  # over TLS when --command-config says so
+        check_bootstrap(bootstrap, timeout_s, security=from_environment())
+    except (ValueError, BrokerUnreachable) as error:
+        raise BadInput(str(error)) from None
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000,
-                         "logger": _quiet()})  # type: ignore[dict-item]
+    admin = AdminClient({"bootstrap.servers": bootstrap, **from_environment(),
+                         "socket.timeout.ms": 5000, "logger": _quiet()})  # type: ignore[dict-item]
     try:
         admin.list_topics(timeout=5)
     except KafkaException as error:
@@ -782,7 +781,7 @@ def _create_topic(bootstrap: str, topic: str, partitions: int, replication_facto
                   config: dict[str, str] | None = None) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})  # type: ignore[dict-item]
+    admin = AdminClient({"bootstrap.servers": bootstrap, **from_environment(), "logger": _quiet()})  # type: ignore[dict-item]
     try:
         admin.create_topics([NewTopic(topic, partitions, replication_factor,
                                       config=config or {})])[topic].result(30)
@@ -796,7 +795,7 @@ def _advertised_brokers(bootstrap: str) -> list[str]:
     request there, to partitions it does not lead."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})  # type: ignore[dict-item]
+    admin = AdminClient({"bootstrap.servers": bootstrap, **from_environment(), "logger": _quiet()})  # type: ignore[dict-item]
     try:
         brokers = admin.list_topics(timeout=15).brokers
     except KafkaException as error:
@@ -809,7 +808,7 @@ def _replication_factor(bootstrap: str, topic: str) -> int | None:
     """How many replicas the broker gave ``topic``'s first partition (None: not seen)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": _quiet()})  # type: ignore[dict-item]
+    admin = AdminClient({"bootstrap.servers": bootstrap, **from_environment(), "logger": _quiet()})  # type: ignore[dict-item]
     try:
         metadata = admin.list_topics(topic, timeout=10).topics.get(topic)
     except KafkaException:
@@ -821,8 +820,9 @@ def _replication_factor(bootstrap: str, topic: str) -> int | None:
 
 def _log_end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     from confluent_kafka import Consumer, KafkaException, TopicPartition
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "oncelog-verify-ends",
-                         "enable.auto.commit": False, "logger": _quiet()})
+    consumer = Consumer({"bootstrap.servers": bootstrap, **from_environment(),
+                         "group.id": "oncelog-verify-ends", "enable.auto.commit": False,
+                         "logger": _quiet()})
     try:
         return {partition: consumer.get_watermark_offsets(
                     TopicPartition(topic, partition), timeout=15)[1]

@@ -138,6 +138,9 @@ class Scenario:
     control: str | None = None              # a negative control: a key of CONTROLS
     drain_timeout_s: float = 120.0
     spark_master: str | None = None         # None: local[2]; standalone; spark://HOST:PORT
+    # --command-config: the clients' security protocol (librdkafka's name; the file's
+    # settings reach the clients through ONCELOG_COMMAND_CONFIG, never the scenario)
+    security_protocol: str = "PLAINTEXT"
     broker_settings: dict[str, str] = field(default_factory=lambda: {
         "group.initial.rebalance.delay.ms": "0"})
 
@@ -157,6 +160,8 @@ class Scenario:
             semantics = CONTROLS[control].semantics if control else "all"
         if faults is None:
             defaults = BOOTSTRAP_FAULTS if options.get("bootstrap") else DEFAULT_FAULTS
+            if options.get("security_protocol", "PLAINTEXT") != "PLAINTEXT":
+                defaults = tuple(name for name in defaults if name != "drop-acks")
             faults = ",".join(CONTROLS[control].faults if control else defaults)
         if control == "duplicated" and options.get("exactly_once_stage", "pipeline") == "pipeline":
             options["exactly_once_stage"] = "at-least-once-consumer"
@@ -257,6 +262,15 @@ class Scenario:
                                "broker it did not start); the faults that apply there are "
                                f"{', '.join(BOOTSTRAP_FAULTS)} (and kill-executor with "
                                "--spark-master)")
+        if self.security_protocol != "PLAINTEXT":
+            if self.bootstrap is None:
+                raise BadInput("--command-config is for a broker the run did not start "
+                               "(--bootstrap); the brokers it starts listen in PLAINTEXT")
+            if "drop-acks" in self.faults:
+                raise BadInput(f"drop-acks is not available with security.protocol "
+                               f"{self.security_protocol}: its proxy reads and rewrites "
+                               "Kafka's frames, which TLS hides (and SASL is untested "
+                               "through it); drop it from --faults")
         cluster_faults = [name for name in self.faults if name in CLUSTER_FAULTS]
         if cluster_faults and self.brokers < 2:
             need = "needs" if len(cluster_faults) == 1 else "need"

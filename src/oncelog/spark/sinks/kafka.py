@@ -35,6 +35,11 @@ as Spark's ``topic`` option does. ``key_column``/``value_column`` name other col
 without a value column is written whole: each row's value is a JSON object of all its
 columns (``columns.to_json_text``), and no column but the key is interpreted.
 
+Security: ``security`` takes the client's security settings, Kafka's names or librdkafka's
+(``{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config":
+...}``, ``client.security.translate``), used by the sink's producer and its marker readers;
+``source_options()`` carries none of them (give the source its ``kafka.*`` options).
+
 Limits: rows go through the driver (``columns.local_rows``: the next Spark partition computed
 while the driver produces the current one), so throughput is one Python process's - fine
 for this project's pipelines, not for a cluster's. A batch is one transaction, bounded by
@@ -84,7 +89,8 @@ class KafkaSink:
     def __init__(self, bootstrap: str, topic: str, *, sink_id: str = "default",
                  key_column: str | None = None, value_column: str | None = None,
                  producer_config: dict | None = None, timeout_s: float = 30.0,
-                 transaction_timeout_s: float = 60.0, hold_open_s: float = 0.0) -> None:
+                 transaction_timeout_s: float = 60.0, hold_open_s: float = 0.0,
+                 security: dict[str, str] | None = None) -> None:
         if not isinstance(bootstrap, str) or not bootstrap:
             raise SinkError("bootstrap must be HOST:PORT of a broker.")
         if not isinstance(topic, str) or not topic:
@@ -95,6 +101,11 @@ class KafkaSink:
         if clashes:
             raise SinkError(f"KafkaSink sets {', '.join(clashes)} itself; changing it would "
                             "change the guarantee.")
+        from ...client.security import SecurityConfigError, translate
+        try:
+            self.security = translate(security or {}, "KafkaSink's security")
+        except SecurityConfigError as error:
+            raise SinkError(f"{error}.") from None
         self.bootstrap = bootstrap
         self.topic = topic
         self.sink_id = sink_id
@@ -105,7 +116,7 @@ class KafkaSink:
         # kill can land in it (a fast broker commits 800 records within a few milliseconds)
         self.hold_open_s = hold_open_s
         self.producer_settings = {
-            "bootstrap.servers": bootstrap, "transaction.timeout.ms":
+            "bootstrap.servers": bootstrap, **self.security, "transaction.timeout.ms":
             int(transaction_timeout_s * 1000), "linger.ms": 5, **(producer_config or {}),
             "transactional.id": sink_name(sink_id)}
         self._producer: Producer | None = None  # made by the first batch, kept for the next
@@ -227,7 +238,8 @@ class KafkaSink:
                             f"one whose settings forbid this sink's): "
                             f"{error.args[0].str()}.") from None
         self._consumer = Consumer({
-            "bootstrap.servers": self.bootstrap, "group.id": sink_name(self.sink_id),
+            "bootstrap.servers": self.bootstrap, **self.security,
+            "group.id": sink_name(self.sink_id),
             "enable.auto.commit": False, "isolation.level": "read_committed",
             "logger": quiet_logger()})
         self._producer = producer
@@ -251,7 +263,8 @@ class KafkaSink:
 
     def last_marker(self) -> dict | None:
         """The marker of the last committed batch, or None (see the module docstring)."""
-        return read_marker(self.bootstrap, self.topic, self.sink_id, timeout_s=self.timeout_s)
+        return read_marker(self.bootstrap, self.topic, self.sink_id, timeout_s=self.timeout_s,
+                           config=self.security)
 
     def last_batch_id(self) -> int | None:
         marker = self.last_marker()
@@ -384,7 +397,8 @@ def parse_marker(partition) -> dict | None:
 
 
 def read_marker(bootstrap: str, topic: str, sink_id: str, *,
-                timeout_s: float = 10.0, fence: bool = False) -> dict | None:
+                timeout_s: float = 10.0, fence: bool = False,
+                config: dict[str, str] | None = None) -> dict | None:
     """The last committed marker of sink ``sink_id`` writing ``topic``, or None.
 
     With ``fence``, a read that stays unstable for a few seconds - a crashed writer of the
@@ -393,11 +407,12 @@ def read_marker(bootstrap: str, topic: str, sink_id: str, *,
     with the sink's ``transactional.id``, as the sink's own first batch does) and reads
     again. A query resuming from the sink (the source's ``startingOffsetsFromSink``) reads
     this way: it plans before its sink writes. A stable read fences nobody, so a live sink
-    of the same driver keeps its producer."""
+    of the same driver keeps its producer. ``config``: librdkafka's security settings."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
     def committed(wait_s: float):
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": sink_name(sink_id),
+        consumer = Consumer({"bootstrap.servers": bootstrap, **(config or {}),
+                             "group.id": sink_name(sink_id),
                              "enable.auto.commit": False, "isolation.level": "read_committed",
                              "logger": quiet_logger()})
         try:
@@ -412,7 +427,7 @@ def read_marker(bootstrap: str, topic: str, sink_id: str, *,
         except KafkaException as error:
             if not fence or error.args[0].code() != KafkaError._TIMED_OUT:
                 raise
-            producer = Producer({"bootstrap.servers": bootstrap,
+            producer = Producer({"bootstrap.servers": bootstrap, **(config or {}),
                                  "transactional.id": sink_name(sink_id),
                                  "logger": quiet_logger()})
             producer.init_transactions(timeout_s)

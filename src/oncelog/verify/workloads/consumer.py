@@ -28,6 +28,8 @@ import os
 import signal
 import sys
 
+from ...client.security import from_environment
+
 __all__ = ["command", "main"]
 
 
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 "session.timeout.ms": args.session_timeout_ms,
                 "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100,
                 "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
-                "logger": quiet},
+                "logger": quiet, **from_environment()},  # oncelog verify --command-config
         batch_size=args.batch_size, poll_timeout_s=0.2, on_assign=on_assign)
 
     def arm(*_) -> None:

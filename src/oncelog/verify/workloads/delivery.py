@@ -52,6 +52,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...client.security import from_environment
 from ..landing import SPARK_DRIVER
 from ..processes import ChildProcess, Children
 from . import consumer as consumer_worker
@@ -404,8 +405,8 @@ class TransformStage(_SelfKillingStage):
         if self._offsets_client is None:
             from confluent_kafka import Consumer
             self._offsets_client = Consumer({  # never subscribes: it only reads offsets
-                "bootstrap.servers": self.bootstrap, "group.id": self.group,
-                "enable.auto.commit": False, "logger": _quiet()})
+                "bootstrap.servers": self.bootstrap, **from_environment(),
+                "group.id": self.group, "enable.auto.commit": False, "logger": _quiet()})
         client = self._offsets_client
         try:
             committed = client.committed([TopicPartition(self.topic, p) for p in ends],

@@ -39,6 +39,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ...client.security import from_environment
+
 if TYPE_CHECKING:
     from confluent_kafka import Producer
 
@@ -105,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = {"linger.ms": 5, "message.timeout.ms": 60000, "request.timeout.ms": 5000,
                 "retry.backoff.ms": 100, "retry.backoff.max.ms": 1000,
                 "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
-                "queue.buffering.max.messages": 200000, "logger": quiet}
+                "queue.buffering.max.messages": 200000, "logger": quiet,
+                **from_environment()}  # a secured broker: oncelog verify --command-config
     if args.socket_timeout_ms is not None:
         settings["socket.timeout.ms"] = args.socket_timeout_ms
     history = HistoryWriter(args.history)

@@ -32,6 +32,8 @@ import signal
 import sys
 from typing import cast
 
+from ...client.security import from_environment
+
 __all__ = ["command", "main"]
 
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
@@ -88,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         "enable.auto.commit": False, "enable.auto.offset.store": False,
         "enable.partition.eof": True, "isolation.level": args.isolation,
         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
-        "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500, "logger": quiet})
+        "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500, "logger": quiet,
+        **from_environment()})  # a secured broker: oncelog verify --command-config
     consumer.assign([TopicPartition(args.topic, partition,
                                     positions.get(partition, OFFSET_BEGINNING))
                      for partition in range(args.partitions)])

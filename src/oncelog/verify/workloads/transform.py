@@ -43,6 +43,8 @@ import sys
 import threading
 import time
 
+from ...client.security import from_environment
+
 __all__ = ["command", "main", "output_topic"]
 
 TRANSACTION_TIMEOUT_S = 10.0
@@ -128,12 +130,13 @@ def main(argv: list[str] | None = None) -> int:
                          "session.timeout.ms": args.session_timeout_ms,
                          "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 100,
                          "reconnect.backoff.ms": 50,
-                         "reconnect.backoff.max.ms": 500, "logger": quiet},
+                         "reconnect.backoff.max.ms": 500, "logger": quiet,
+                         **from_environment()},  # oncelog verify --command-config
         producer_config={"linger.ms": 5, "request.timeout.ms": 5000,
                          "message.timeout.ms": int(TRANSACTION_TIMEOUT_S * 1000),
                          "retry.backoff.ms": 100, "retry.backoff.max.ms": 1000,
                          "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
-                         "logger": quiet},
+                         "logger": quiet, **from_environment()},
         batch_size=args.batch_size, poll_timeout_s=0.2,
         transaction_timeout_s=TRANSACTION_TIMEOUT_S, on_assign=on_assign)
 
