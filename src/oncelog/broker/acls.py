@@ -19,7 +19,7 @@ DeleteAcls (31) over the metadata store, with Kafka's rules (its ``AclAuthorizer
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..config import BrokerConfig, ConfigError
 from ..controller.store import MetadataStore, StoreCalls
@@ -28,6 +28,9 @@ from ..protocol.messages import DeleteAclsRequest, DescribeAclsRequest
 from ..security.acl import (AUTHORIZER_CLASSES, AclBinding, AclEntry, AclFilter, AclOperation,
                             AclPermission, AllowAll, Authorizer, PatternType, ResourcePattern,
                             ResourceType, parse_super_users)
+
+if TYPE_CHECKING:
+    from .context import RequestContext
 
 NO_AUTHORIZER = "No Authorizer is configured."
 
@@ -61,6 +64,18 @@ def filter_from_wire(request: DescribeAclsRequest | DeleteAclsRequest.DeleteAcls
                      _code(AclOperation, request.operation),
                      _code(AclPermission, request.permission_type))
 
+
+
+def api_refusal(ctx: RequestContext, operation: AclOperation
+                ) -> tuple[ErrorCode, str | None] | None:
+    """Why CreateAcls, DescribeAcls or DeleteAcls is not answered: no authorizer
+    (SECURITY_DISABLED, Kafka's message), or a principal that may not do ``operation`` on the
+    cluster (CLUSTER_AUTHORIZATION_FAILED); None when it is."""
+    if not ctx.services.acls.authorizer.enabled:
+        return ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER
+    if not ctx.allowed(operation, ResourceType.CLUSTER):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+    return None
 
 
 def authorizer_from_config(config: BrokerConfig) -> Authorizer:

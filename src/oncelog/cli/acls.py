@@ -138,10 +138,29 @@ def acls_add(topics, groups, transactional_ids, cluster, pattern, allow, deny, h
     """Add ACLs: each principal, host and operation on each resource named."""
     bindings = _bindings(topics, groups, transactional_ids, cluster, pattern, allow, deny,
                          hosts, operations, producer, consumer)
+    _show_all(_change(bindings, data_dir, zookeeper, adding=True))
+
+
+def _change(bindings, data_dir, zookeeper, adding: bool) -> list:
+    """Add (or remove) ``bindings``, one atomic change per resource pattern; the bindings
+    added (or those removed: the ones that were there)."""
+    changed = []
     with _Store(data_dir, zookeeper) as store:
         for resource in {b.pattern for b in bindings}:
-            added = frozenset(b.entry for b in bindings if b.pattern == resource)
-            store.update_acls(resource, lambda current, added=added: current | added)
+            wanted = frozenset(b.entry for b in bindings if b.pattern == resource)
+            held: set = set()
+
+            def change(current, wanted=wanted, held=held):
+                held.clear()
+                held.update(wanted if adding else current & wanted)
+                return current | wanted if adding else current - wanted
+
+            store.update_acls(resource, change)
+            changed += [b for b in bindings if b.pattern == resource and b.entry in held]
+    return changed
+
+
+def _show_all(bindings) -> None:
     click.echo(HEADER)
     for binding in sorted(bindings):
         click.echo(_show(binding))
@@ -164,9 +183,7 @@ def acls_list(topics, groups, transactional_ids, cluster, principal, data_dir,
                for p in patterns] or [AclFilter(principal=principal)]
     with _Store(data_dir, zookeeper) as store:
         found = store.acls()
-    click.echo(HEADER)
-    for binding in sorted(b for b in found if any(f.matches(b) for f in filters)):
-        click.echo(_show(binding))
+    _show_all(b for b in found if any(f.matches(b) for f in filters))
 
 
 @acls.command("remove")
@@ -178,21 +195,7 @@ def acls_remove(topics, groups, transactional_ids, cluster, pattern, allow, deny
     """Remove the ACLs ``add`` with the same options would add."""
     bindings = _bindings(topics, groups, transactional_ids, cluster, pattern, allow, deny,
                          hosts, operations, producer, consumer)
-    removed = []
-    with _Store(data_dir, zookeeper) as store:
-        for resource in {b.pattern for b in bindings}:
-            wanted = frozenset(b.entry for b in bindings if b.pattern == resource)
-            held: set = set()
-
-            def remove(current, wanted=wanted, held=held):
-                held.clear()
-                held.update(current & wanted)
-                return current - wanted
-
-            store.update_acls(resource, remove)
-            removed += [b for b in bindings if b.pattern == resource and b.entry in held]
+    removed = _change(bindings, data_dir, zookeeper, adding=False)
     if not removed:
         raise Failure("no such ACL")
-    click.echo(HEADER)
-    for binding in sorted(removed):
-        click.echo(_show(binding))
+    _show_all(removed)

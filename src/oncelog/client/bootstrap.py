@@ -25,11 +25,7 @@ builds a client, ``check_bootstrap`` finds out itself, in at most ``timeout_s`` 
 
 from __future__ import annotations
 
-import base64
 import errno
-import hashlib
-import hmac
-import secrets
 import socket
 import ssl
 import struct
@@ -253,27 +249,21 @@ class _Login:
         if self.mechanism == "PLAIN":
             return self._authenticate(connection, f"\0{self.username}\0{self.password}"
                                       .encode())[0]
-        digest = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[self.mechanism]
-        nonce = base64.b64encode(secrets.token_bytes(18)).decode()
-        name = self.username.replace("=", "=3D").replace(",", "=2C")
-        first = f"n={name},r={nonce}"
-        failed, server_first = self._authenticate(connection, b"n,," + first.encode())
+        from ..security.scram import AuthenticationFailed, ScramClient
+        scram = ScramClient(self.mechanism, self.username, self.password)
+        failed, server_first = self._authenticate(connection, scram.first())
         if failed:
             return failed
-        attributes = dict(part.split("=", 1) for part in server_first.decode().split(","))
-        salted = hashlib.pbkdf2_hmac(digest, self.password.encode(),
-                                     base64.b64decode(attributes["s"]), int(attributes["i"]))
-        client_key = hmac.digest(salted, b"Client Key", digest)
-        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={attributes['r']}"
-        message = f"{first},{server_first.decode()},{without_proof}".encode()
-        signature = hmac.digest(hashlib.new(digest, client_key).digest(), message, digest)
-        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-        failed, server_final = self._authenticate(
-            connection, f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+        try:
+            final = scram.final(server_first)
+        except AuthenticationFailed as error:
+            return f"its SCRAM answer is not one a broker sends: {error}"
+        failed, server_final = self._authenticate(connection, final)
         if failed:
             return failed
-        expected = hmac.digest(hmac.digest(salted, b"Server Key", digest), message, digest)
-        if server_final.decode() != f"v={base64.b64encode(expected).decode()}":
+        try:
+            scram.verify(server_final)
+        except AuthenticationFailed:
             return "its SCRAM answer does not prove it knows the user's credential"
         return None
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import CreateAclsRequest, CreateAclsResponse
-from ...security.acl import AclOperation, ResourceType
-from ..acls import NO_AUTHORIZER, binding_from_wire
+from ...security.acl import AclOperation
+from ..acls import api_refusal, binding_from_wire
 from ..context import RequestContext
 
 API_KEY = ApiKey.CREATE_ACLS
@@ -23,10 +23,9 @@ Result = CreateAclsResponse.AclCreationResult
 
 
 async def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsResponse:
-    if not ctx.services.acls.authorizer.enabled:
-        return error_response(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
-    if not ctx.allowed(AclOperation.ALTER, ResourceType.CLUSTER):
-        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+    refused = api_refusal(ctx, AclOperation.ALTER)
+    if refused is not None:
+        return error_response(request, *refused)
     bindings = [binding_from_wire(c.resource_type, c.resource_name, c.resource_pattern_type,
                                   c.principal, c.host, c.operation, c.permission_type)
                 for c in request.creations]

@@ -13,8 +13,8 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DeleteAclsRequest, DeleteAclsResponse
-from ...security.acl import AclOperation, ResourceType
-from ..acls import NO_AUTHORIZER, filter_from_wire
+from ...security.acl import AclOperation
+from ..acls import api_refusal, filter_from_wire
 from ..context import RequestContext
 
 API_KEY = ApiKey.DELETE_ACLS
@@ -25,10 +25,9 @@ Matching = Result.DeleteAclsMatchingAcl
 
 
 async def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
-    if not ctx.services.acls.authorizer.enabled:
-        return error_response(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
-    if not ctx.allowed(AclOperation.ALTER, ResourceType.CLUSTER):
-        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+    refused = api_refusal(ctx, AclOperation.ALTER)
+    if refused is not None:
+        return error_response(request, *refused)
     deleted = await ctx.services.acls.delete([filter_from_wire(f) for f in request.filters])
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
         Result(error_code=ErrorCode.NONE, error_message=None, matching_acls=[

@@ -13,8 +13,8 @@ from __future__ import annotations
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ...protocol.messages import DescribeAclsRequest, DescribeAclsResponse
-from ...security.acl import AclBinding, AclOperation, ResourcePattern, ResourceType
-from ..acls import NO_AUTHORIZER, filter_from_wire
+from ...security.acl import AclBinding, AclOperation, ResourcePattern
+from ..acls import api_refusal, filter_from_wire
 from ..context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_ACLS
@@ -24,10 +24,9 @@ Resource = DescribeAclsResponse.DescribeAclsResource
 
 
 async def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
-    if not ctx.services.acls.authorizer.enabled:
-        return error_response(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
-    if not ctx.allowed(AclOperation.DESCRIBE, ResourceType.CLUSTER):
-        return error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+    refused = api_refusal(ctx, AclOperation.DESCRIBE)
+    if refused is not None:
+        return error_response(request, *refused)
     wanted = filter_from_wire(request)
     by_pattern: dict[ResourcePattern, list[AclBinding]] = {}
     for found in ctx.services.acls.describe(wanted):
