@@ -128,9 +128,8 @@ class BrokerAcls:
                     ) -> frozenset[AclEntry]:
                 return current | added
 
-            await self.calls(self.store.update_acls, pattern, add)
-        if by_pattern:
-            await self.reread()
+            self.authorizer.set_entries(
+                pattern, await self.calls(self.store.update_acls, pattern, add))
         return results
 
     async def delete(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
@@ -150,13 +149,12 @@ class BrokerAcls:
                             if any(f.matches(AclBinding(pattern, e)) for f in filters))
                 return current - gone
 
-            await self.calls(self.store.update_acls, pattern, remove)
+            self.authorizer.set_entries(
+                pattern, await self.calls(self.store.update_acls, pattern, remove))
             for entry in sorted(gone):
                 binding = AclBinding(pattern, entry)
                 for index, acl_filter in enumerate(filters):
                     if binding not in claimed and acl_filter.matches(binding):
                         claimed.add(binding)
                         deleted[index].append(binding)
-        if patterns:
-            await self.reread()
         return deleted

@@ -129,16 +129,16 @@ def _show(binding) -> str:
 HEADER = "RESOURCE\tNAME\tPATTERN\tPRINCIPAL\tHOST\tOPERATION\tPERMISSION"
 
 
+def _binding_options(command):
+    """The options ``add`` and ``remove`` share: what to change, and the store."""
+    return _resource_options(_entry_options(_store_options(command)))
+
+
 @acls.command("add")
-@_resource_options
-@_entry_options
-@_store_options
-def acls_add(topics, groups, transactional_ids, cluster, pattern, allow, deny, hosts,
-             operations, producer, consumer, data_dir, zookeeper) -> None:
+@_binding_options
+def acls_add(data_dir, zookeeper, **chosen) -> None:
     """Add ACLs: each principal, host and operation on each resource named."""
-    bindings = _bindings(topics, groups, transactional_ids, cluster, pattern, allow, deny,
-                         hosts, operations, producer, consumer)
-    _show_all(_change(bindings, data_dir, zookeeper, adding=True))
+    _show_all(_change(_bindings(**chosen), data_dir, zookeeper, adding=True))
 
 
 def _change(bindings, data_dir, zookeeper, adding: bool) -> list:
@@ -187,15 +187,10 @@ def acls_list(topics, groups, transactional_ids, cluster, principal, data_dir,
 
 
 @acls.command("remove")
-@_resource_options
-@_entry_options
-@_store_options
-def acls_remove(topics, groups, transactional_ids, cluster, pattern, allow, deny, hosts,
-                operations, producer, consumer, data_dir, zookeeper) -> None:
+@_binding_options
+def acls_remove(data_dir, zookeeper, **chosen) -> None:
     """Remove the ACLs ``add`` with the same options would add."""
-    bindings = _bindings(topics, groups, transactional_ids, cluster, pattern, allow, deny,
-                         hosts, operations, producer, consumer)
-    removed = _change(bindings, data_dir, zookeeper, adding=False)
+    removed = _change(_bindings(**chosen), data_dir, zookeeper, adding=False)
     if not removed:
         raise Failure("no such ACL")
     _show_all(removed)

@@ -291,6 +291,19 @@ class Authorizer:
         for binding in bindings:
             by_pattern.setdefault(binding.pattern, set()).add(binding.entry)
         self._by_pattern = {p: frozenset(entries) for p, entries in by_pattern.items()}
+        self._index()
+
+    def set_entries(self, pattern: ResourcePattern, entries: frozenset[AclEntry]) -> None:
+        """One pattern's entries as the store now holds them (none: the pattern is gone)."""
+        by_pattern = dict(self._by_pattern)
+        if entries:
+            by_pattern[pattern] = entries
+        else:
+            by_pattern.pop(pattern, None)
+        self._by_pattern = by_pattern
+        self._index()
+
+    def _index(self) -> None:
         self._literal = {(p.resource_type, p.name): entries
                          for p, entries in self._by_pattern.items()
                          if p.pattern_type is PatternType.LITERAL}
@@ -362,10 +375,8 @@ class Authorizer:
 
     def _entries_for(self, resource_type: ResourceType, name: str) -> list[AclEntry]:
         found: list[AclEntry] = []
-        for key in ((resource_type, name), (resource_type, WILDCARD)):
-            found.extend(self._literal.get(key, ()))
-        if name == WILDCARD:
-            found = list(self._literal.get((resource_type, WILDCARD), ()))
+        for literal in {name, WILDCARD}:
+            found.extend(self._literal.get((resource_type, literal), ()))
         if self._prefixed:
             for length in range(1, len(name) + 1):
                 found.extend(self._prefixed.get((resource_type, name[:length]), ()))

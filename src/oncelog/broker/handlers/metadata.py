@@ -60,16 +60,11 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         allow_create = ctx.api_version < 4 or request.allow_auto_topic_creation
         entries = [await _requested_topic(ctx, t.name, allow_create, operations)
                    for t in request.topics]
-    cluster_operations = (_operations(ctx, ResourceType.CLUSTER) if 8 <= ctx.api_version <= 10
+    cluster_operations = (ctx.authorized_operations(ResourceType.CLUSTER)
+                          if 8 <= ctx.api_version <= 10
                           and request.include_cluster_authorized_operations
                           else NO_AUTHORIZED_OPERATIONS)
     return _response(ctx, entries, cluster_operations=cluster_operations)
-
-
-def _operations(ctx: RequestContext, resource_type: ResourceType, name: str | None = None
-                ) -> set[int]:
-    return (ctx.authorized_operations(resource_type) if name is None
-            else ctx.authorized_operations(resource_type, name))
 
 
 async def _requested_topic(ctx: RequestContext, name: str | None, allow_create: bool,
@@ -121,9 +116,9 @@ def _topic_entry(ctx: RequestContext, topic: Topic, operations: bool = False) ->
             offline_replicas=[r for r in replicas if r not in live]))
     return TopicEntry(error_code=ErrorCode.NONE, name=topic.name,
                       topic_id=uuid.UUID(topic.record.topic_id), is_internal=topic.is_internal,
-                      partitions=partitions,
-                      authorized_operations=(_operations(ctx, ResourceType.TOPIC, topic.name)
-                                             if operations else NO_AUTHORIZED_OPERATIONS))
+                      partitions=partitions, authorized_operations=(
+                          ctx.authorized_operations(ResourceType.TOPIC, topic.name)
+                          if operations else NO_AUTHORIZED_OPERATIONS))
 
 
 def _error_entry(name: str | None, code: ErrorCode) -> TopicEntry:
